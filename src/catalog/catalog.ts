@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { canonicalText, embeddingText, searchableText, type SearchableText } from './text.js';
+import type { CatalogTool, Tool } from './types.js';
+import { SOURCE_NAME_PATTERN, validateTools } from './validate.js';
+
+/** A catalog tool with its derived text, computed once when the tool enters the catalog. */
+export interface CatalogEntry extends CatalogTool {
+  text: SearchableText;
+  /** What the embedder sees; its hash keys the embedding cache. */
+  embeddingText: string;
+  /** SHA-256 of the canonical searchable text: the unit the catalog hash is made of. */
+  textHash: string;
+}
+
+/** An immutable view of the catalog at one moment: what an index is built from. */
+export interface CatalogSnapshot {
+  catalogHash: string;
+  entries: readonly CatalogEntry[];
+}
+
+export class CatalogConflictError extends Error {
+  override readonly name = 'CatalogConflictError';
+}
+
+export class CatalogSourceError extends Error {
+  override readonly name = 'CatalogSourceError';
+}
+
+export interface CatalogOptions {
+  /** Separator between server and tool in qualified names; used to index the server part on its own. */
+  separator?: string;
+}
+
+export interface CatalogEvents {
+  change: [CatalogSnapshot];
+}
+
+/**
+ * Every tool from every source, by qualified name. Sources replace their tools as a whole, so a source is always
+ * consistent with itself; a name may belong to one source only.
+ */
+export class Catalog extends EventEmitter<CatalogEvents> {
+  private readonly sources = new Map<string, { server?: string; entries: CatalogEntry[] }>();
+  private readonly byName = new Map<string, CatalogEntry>();
+  private current: CatalogSnapshot | undefined;
+  private readonly separator: string;
+
+  constructor(options: CatalogOptions = {}) {
+    super();
+    this.separator = options.separator ?? '__';
+  }
+
+  /**
+   * Replaces all tools of one source. Validates first and changes nothing on error.
+   * @param server the upstream MCP server the tools came from, if any (indexed as its own field).
+   */
+  setSource(source: string, input: unknown, server?: string): CatalogSnapshot {
+    if (!SOURCE_NAME_PATTERN.test(source)) {
+      throw new CatalogSourceError('source name must be 1-64 characters of A-Z, a-z, 0-9, "_", "-" or "."');
+    }
+    const tools = validateTools(input);
+    const clashes = tools
+      .map((tool) => ({ name: tool.name, owner: this.byName.get(tool.name)?.source }))
+      .filter((clash) => clash.owner !== undefined && clash.owner !== source);
+    if (clashes.length > 0) {
+      const listed = clashes.slice(0, 10).map((clash) => `"${clash.name}" (source "${clash.owner}")`);
+      throw new CatalogConflictError(`tool names already belong to another source: ${listed.join(', ')}`);
+    }
+    const previous = this.sources.get(source);
+    for (const entry of previous?.entries ?? []) this.byName.delete(entry.tool.name);
+    const entries = tools.map((tool) => this.toEntry(tool, source, server));
+    for (const entry of entries) this.byName.set(entry.tool.name, entry);
+    this.sources.set(source, { server, entries });
+    return this.changed();
+  }
+
+  /** Removes a source; returns false when there was no such source. */
+  removeSource(source: string): boolean {
+    const previous = this.sources.get(source);
+    if (!previous) return false;
+    for (const entry of previous.entries) this.byName.delete(entry.tool.name);
+    this.sources.delete(source);
+    this.changed();
+    return true;
+  }
+
+  hasSource(source: string): boolean {
+    return this.sources.has(source);
+  }
+
+  sourceNames(): string[] {
+    return [...this.sources.keys()];
+  }
+
+  get(name: string): CatalogEntry | undefined {
+    return this.byName.get(name);
+  }
+
+  get size(): number {
+    return this.byName.size;
+  }
+
+  /** Entries in catalog order: sources in the order they were first added, tools in the order each source gave. */
+  snapshot(): CatalogSnapshot {
+    this.current ??= makeSnapshot([...this.sources.values()].flatMap((source) => source.entries));
+    return this.current;
+  }
+
+  private changed(): CatalogSnapshot {
+    const before = this.current?.catalogHash;
+    this.current = undefined;
+    const snapshot = this.snapshot();
+    // Listeners (the index) care about searchable content; re-putting identical tools is not a change.
+    if (snapshot.catalogHash !== before) this.emit('change', snapshot);
+    return snapshot;
+  }
+
+  private toEntry(tool: Tool, source: string, server: string | undefined): CatalogEntry {
+    const text = searchableText(tool, server, this.separator);
+    return {
+      tool,
+      source,
+      ...(server === undefined ? {} : { server }),
+      text,
+      embeddingText: embeddingText(text),
+      textHash: sha256(canonicalText(tool.name, text)),
+    };
+  }
+}
+
+/**
+ * The catalog hash: SHA-256 over the sorted per-tool hashes of canonical searchable text. Sorting makes it
+ * independent of source order; hashing the text (not only names) makes a changed description a new catalog.
+ */
+export function catalogHash(entries: readonly Pick<CatalogEntry, 'textHash'>[]): string {
+  const hash = createHash('sha256');
+  for (const textHash of entries.map((entry) => entry.textHash).sort()) hash.update(textHash);
+  return hash.digest('hex');
+}
+
+export function makeSnapshot(entries: readonly CatalogEntry[]): CatalogSnapshot {
+  return { catalogHash: catalogHash(entries), entries };
+}
+
+export function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

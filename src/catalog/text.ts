@@ -1,0 +1,101 @@
+import type { Tool } from './types.js';
+
+/**
+ * Splits a programmer's identifier into lower-case words:
+ * `Gmail_SendEmail` → gmail send email, `get-user` → get user, `getHTTPResponse` → get http response,
+ * `fs.readFile` → fs read file. Digits stay attached to the word they follow (`base64Encode` → base64 encode)
+ * because tokens such as `s3`, `ec2` or `v2` carry meaning only as a whole.
+ */
+export function splitIdentifier(identifier: string): string[] {
+  return identifier
+    .replace(/([\p{Ll}\p{N}])(\p{Lu})/gu, '$1 $2') // camelCase boundary
+    .replace(/(\p{Lu}+)(\p{Lu}\p{Ll})/gu, '$1 $2') // acronym followed by a word: HTTPResponse
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((word) => word.length > 0)
+    .map((word) => word.toLowerCase());
+}
+
+// Scripts written without spaces between words; they are indexed as overlapping character pairs (as Lucene's CJK
+// analyzer does) so a query can match part of a sentence.
+const UNSPACED_SCRIPT = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
+
+/**
+ * Tokenises free text and identifiers alike, so a query word matches the same word inside a tool name.
+ * Single ASCII characters are dropped: they are almost always split-off noise ("e-mail" → e, "it's" → s).
+ */
+export function tokenize(text: string): string[] {
+  const tokens: string[] = [];
+  for (const word of splitIdentifier(text)) {
+    if (UNSPACED_SCRIPT.test(word)) {
+      pushCharacterPairs(word, tokens);
+    } else if (word.length > 1 || !/^[a-z0-9]$/.test(word)) {
+      tokens.push(word);
+    }
+  }
+  return tokens;
+}
+
+function pushCharacterPairs(word: string, tokens: string[]): void {
+  const chars = Array.from(word);
+  if (chars.length === 1) {
+    tokens.push(word);
+    return;
+  }
+  for (let i = 0; i + 1 < chars.length; i++) tokens.push(chars[i]! + chars[i + 1]!);
+}
+
+/** The text fields of a tool that search sees, each already normalised into space-separated words. */
+export interface SearchableText {
+  name: string;
+  title: string;
+  description: string;
+  server: string;
+  params: string;
+}
+
+export const SEARCHABLE_FIELDS = ['name', 'title', 'description', 'server', 'params'] as const;
+export type SearchableField = (typeof SEARCHABLE_FIELDS)[number];
+
+/**
+ * Builds the searchable text of a tool. The qualified name's server prefix is indexed as the server field, not
+ * as part of the name, so "github" in a query does not outweigh what the tool does.
+ */
+export function searchableText(tool: Tool, server?: string, separator = '__'): SearchableText {
+  const bareName =
+    server !== undefined && separator !== '' && tool.name.startsWith(server + separator)
+      ? tool.name.slice(server.length + separator.length)
+      : tool.name;
+  const paramParts: string[] = [];
+  for (const [paramName, schema] of Object.entries(tool.inputSchema.properties ?? {})) {
+    paramParts.push(splitIdentifier(paramName).join(' '));
+    if (schema && typeof schema === 'object' && typeof schema.description === 'string') {
+      paramParts.push(normaliseSpace(schema.description));
+    }
+  }
+  return {
+    name: splitIdentifier(bareName).join(' '),
+    title: normaliseSpace(tool.title ?? tool.annotations?.title ?? ''),
+    description: normaliseSpace(tool.description ?? ''),
+    server: server === undefined ? '' : splitIdentifier(server).join(' '),
+    params: paramParts.join(' ; '),
+  };
+}
+
+/** One string for the embedder: the fields in order of how much they say about the tool's purpose. */
+export function embeddingText(text: SearchableText): string {
+  return [text.name, text.title, text.description, text.params, text.server]
+    .filter((part) => part.length > 0)
+    .join(' . ');
+}
+
+/**
+ * The canonical form hashed into the catalog hash: every searchable field, in a fixed order, with field labels so
+ * moving words between fields also changes the hash.
+ */
+export function canonicalText(name: string, text: SearchableText): string {
+  return [`name=${name}`, ...SEARCHABLE_FIELDS.map((field) => `${field}=${text[field]}`)].join('\n');
+}
+
+function normaliseSpace(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}

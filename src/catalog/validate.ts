@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import { schemaProblem } from './json-schema.js';
+import type { Tool } from './types.js';
+
+/**
+ * MCP tool names: 1–128 characters of ASCII letters, digits, `_`, `-` and `.` (the MCP specification's tool-name
+ * guidance). Anything else breaks clients that use the name as a function identifier.
+ */
+export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
+export const SOURCE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+const objectSchema = z
+  .looseObject({ type: z.literal('object', { error: 'must have "type": "object"' }) })
+  .superRefine((schema, ctx) => {
+    // Call-time argument validation relies on the schema being valid JSON Schema.
+    const problem = schemaProblem(schema);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `is not a valid JSON Schema: ${problem}` });
+  });
+
+export const toolSchema = z.looseObject({
+  name: z
+    .string({ error: 'is required and must be a string' })
+    .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of A-Z, a-z, 0-9, "_", "-" or "."'),
+  title: z.string().max(1_000).optional(),
+  description: z.string().max(100_000).optional(),
+  inputSchema: objectSchema,
+  outputSchema: objectSchema.optional(),
+  annotations: z.looseObject({}).optional(),
+  _meta: z.looseObject({}).optional(),
+});
+
+export class ToolValidationError extends Error {
+  override readonly name = 'ToolValidationError';
+}
+
+/** Validates a list of MCP tool objects; the message names every bad tool and field, so one round-trip fixes all. */
+export function validateTools(input: unknown): Tool[] {
+  if (!Array.isArray(input)) throw new ToolValidationError('"tools" must be an array of MCP tool objects');
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  const tools: Tool[] = [];
+  input.forEach((candidate, position) => {
+    const parsed = toolSchema.safeParse(candidate);
+    const label = describeTool(candidate, position);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        const field = issue.path.length > 0 ? issue.path.join('.') : 'tool';
+        problems.push(`${label}: ${field} ${issue.message}`);
+      }
+      return;
+    }
+    if (seen.has(parsed.data.name)) {
+      problems.push(`${label}: duplicate name "${parsed.data.name}" in the same source`);
+      return;
+    }
+    seen.add(parsed.data.name);
+    tools.push(parsed.data as Tool);
+  });
+  if (problems.length > 0) {
+    const shown = problems.slice(0, 20);
+    const more = problems.length > shown.length ? ` (and ${problems.length - shown.length} more)` : '';
+    throw new ToolValidationError(`invalid tools: ${shown.join('; ')}${more}`);
+  }
+  return tools;
+}
+
+function describeTool(candidate: unknown, position: number): string {
+  const name = (candidate as { name?: unknown } | null)?.name;
+  return typeof name === 'string' ? `tools[${position}] ("${name.slice(0, 64)}")` : `tools[${position}]`;
+}
