@@ -1,0 +1,89 @@
+import MiniSearch, { type AsPlainObject } from 'minisearch';
+import { stemmer } from 'stemmer';
+import { SEARCHABLE_FIELDS, tokenize, type SearchableField, type SearchableText } from '../catalog/text.js';
+
+/** Relative weight of each searchable field in BM25 scoring. */
+export type FieldWeights = Record<SearchableField, number>;
+
+export interface LexicalSettings {
+  fieldWeights: FieldWeights;
+  /** BM25 term-frequency saturation (k1), length normalisation (b) and BM25+ lower bound (d). */
+  bm25: { k: number; b: number; d: number };
+  /** Porter-stem English words so "papers" matches "paper" and "scheduling" matches "schedule". */
+  stem: boolean;
+}
+
+/** Defaults chosen on MetaTool, LiveMCPBench and the project fixture (see BENCHMARKS.md). */
+export const DEFAULT_LEXICAL: LexicalSettings = {
+  fieldWeights: { name: 3, title: 2, description: 1, server: 1, params: 0.5 },
+  bm25: { k: 1.5, b: 0.75, d: 0 },
+  stem: true,
+};
+
+export interface ScoredName {
+  name: string;
+  score: number;
+}
+
+interface LexicalDocument extends SearchableText {
+  id: string;
+}
+
+/**
+ * BM25 over the tool's searchable fields. MiniSearch does the indexing (BM25+ with per-field length normalisation and
+ * a serialisable index); this class pins its tokenisation to the catalog's, so query and document words agree.
+ */
+export class LexicalIndex {
+  private constructor(
+    private readonly engine: MiniSearch<LexicalDocument>,
+    private readonly settings: LexicalSettings,
+  ) {}
+
+  static build(documents: Iterable<{ name: string; text: SearchableText }>, settings = DEFAULT_LEXICAL): LexicalIndex {
+    const engine = new MiniSearch<LexicalDocument>(engineOptions(settings));
+    const batch: LexicalDocument[] = [];
+    for (const document of documents) batch.push({ id: document.name, ...document.text });
+    engine.addAll(batch);
+    return new LexicalIndex(engine, settings);
+  }
+
+  static fromJSON(serialised: string, settings = DEFAULT_LEXICAL): LexicalIndex {
+    return new LexicalIndex(MiniSearch.loadJSON<LexicalDocument>(serialised, engineOptions(settings)), settings);
+  }
+
+  toJSON(): AsPlainObject {
+    return this.engine.toJSON();
+  }
+
+  get size(): number {
+    return this.engine.documentCount;
+  }
+
+  /** Best matches first; raw BM25 scores (unbounded, comparable only within one query). */
+  search(query: string, limit: number): ScoredName[] {
+    const hits = this.engine.search(query, { boost: this.settings.fieldWeights, bm25: this.settings.bm25 });
+    const results: ScoredName[] = [];
+    for (const hit of hits) {
+      if (results.length >= limit) break;
+      results.push({ name: String(hit.id), score: hit.score });
+    }
+    return results;
+  }
+}
+
+function engineOptions(settings: LexicalSettings) {
+  return {
+    idField: 'id',
+    fields: [...SEARCHABLE_FIELDS],
+    storeFields: [],
+    tokenize: (text: string) => tokenize(text),
+    // tokenize() already lower-cases and splits identifiers; only stemming is left to do.
+    processTerm: settings.stem ? stemWord : (term: string) => term,
+    searchOptions: { combineWith: 'OR' as const, prefix: false, fuzzy: false, boost: settings.fieldWeights, bm25: settings.bm25 },
+  };
+}
+
+/** Stems plain ASCII words only: the Porter rules are English, and mangle identifiers such as "s3" or "v2". */
+function stemWord(term: string): string {
+  return /^[a-z]{3,}$/.test(term) ? stemmer(term) : term;
+}

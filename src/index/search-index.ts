@@ -1,0 +1,78 @@
+import { sha256, type CatalogSnapshot } from '../catalog/catalog.js';
+import type { Embedder } from '../embedding/embedder.js';
+import type { EmbeddingCache } from './embedding-cache.js';
+import { DEFAULT_LEXICAL, LexicalIndex, type LexicalSettings } from './lexical.js';
+import { buildVectorIndex, DEFAULT_HNSW, type HnswSettings, type VectorIndex } from './vector.js';
+
+/** Everything search needs for one catalog snapshot: BM25 and vectors over the same tools. */
+export interface SearchIndex {
+  readonly catalogHash: string;
+  /** Embedding model id the vectors were made with. */
+  readonly model: string;
+  readonly builtAt: string;
+  readonly size: number;
+  readonly lexical: LexicalIndex;
+  readonly vectors: VectorIndex;
+}
+
+export interface BuildOptions {
+  embedder: Embedder;
+  cache?: EmbeddingCache;
+  lexical?: LexicalSettings;
+  hnsw?: HnswSettings;
+}
+
+export interface BuildStats {
+  tools: number;
+  /** Texts that were not in the embedding cache and went through the model. */
+  embedded: number;
+  durationMs: number;
+}
+
+export async function buildSearchIndex(
+  snapshot: CatalogSnapshot,
+  options: BuildOptions,
+): Promise<{ index: SearchIndex; stats: BuildStats }> {
+  const started = performance.now();
+  const { entries } = snapshot;
+  const names = entries.map((entry) => entry.tool.name);
+  const texts = entries.map((entry) => entry.embeddingText);
+  const { vectors, embedded } = await embedWithCache(texts, options.embedder, options.cache);
+  const index: SearchIndex = {
+    catalogHash: snapshot.catalogHash,
+    model: options.embedder.modelId,
+    builtAt: new Date().toISOString(),
+    size: entries.length,
+    lexical: LexicalIndex.build(
+      entries.map((entry) => ({ name: entry.tool.name, text: entry.text })),
+      options.lexical ?? DEFAULT_LEXICAL,
+    ),
+    vectors: buildVectorIndex(names, vectors, options.hnsw ?? DEFAULT_HNSW),
+  };
+  return { index, stats: { tools: entries.length, embedded, durationMs: performance.now() - started } };
+}
+
+/** Embeds only texts the cache does not have; identical texts in one catalog are embedded once. */
+export async function embedWithCache(
+  texts: readonly string[],
+  embedder: Embedder,
+  cache?: EmbeddingCache,
+): Promise<{ vectors: Float32Array[]; embedded: number }> {
+  const hashes = texts.map((text) => sha256(text));
+  const cached = cache ? await cache.getMany(embedder.modelId, hashes) : texts.map(() => undefined);
+  const missing = new Map<string, string>();
+  hashes.forEach((hash, i) => {
+    if (cached[i] === undefined) missing.set(hash, texts[i]!);
+  });
+  const fresh = new Map<string, Float32Array>();
+  if (missing.size > 0) {
+    const missingHashes = [...missing.keys()];
+    const vectors = await embedder.embed([...missing.values()]);
+    missingHashes.forEach((hash, i) => fresh.set(hash, vectors[i]!));
+    await cache?.setMany(
+      embedder.modelId,
+      missingHashes.map((textHash) => ({ textHash, vector: fresh.get(textHash)! })),
+    );
+  }
+  return { vectors: hashes.map((hash, i) => cached[i] ?? fresh.get(hash)!), embedded: missing.size };
+}

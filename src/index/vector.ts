@@ -1,0 +1,115 @@
+import hnswlib from 'hnswlib-node';
+import type { ScoredName } from './lexical.js';
+
+/** Nearest neighbours by cosine similarity over L2-normalised vectors. */
+export interface VectorIndex {
+  readonly size: number;
+  /** 'exact' scans every vector; 'hnsw' walks a graph whose bytes travel with the index artifact. */
+  readonly kind: 'exact' | 'hnsw';
+  /** Best matches first; `score` is the cosine similarity. */
+  search(query: Float32Array, limit: number): ScoredName[];
+}
+
+export interface HnswSettings {
+  /** Neighbours per node: more is more accurate and larger. */
+  m: number;
+  efConstruction: number;
+  /** Candidate list size at query time; raised to the requested limit when smaller. */
+  efSearch: number;
+  /** Catalogs up to this size are searched exactly: a scan of a few thousand vectors beats HNSW's overhead. */
+  exactThreshold: number;
+}
+
+export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 200, efSearch: 64, exactThreshold: 2048 };
+
+export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW): VectorIndex {
+  return names.length <= settings.exactThreshold
+    ? new ExactVectorIndex(names, vectors)
+    : HnswVectorIndex.build(names, vectors, settings);
+}
+
+/** Brute-force scan over one contiguous matrix; exact, and for small catalogs the fastest option. */
+export class ExactVectorIndex implements VectorIndex {
+  readonly kind = 'exact';
+  /** Row-major names.length × dimensions. */
+  readonly matrix: Float32Array;
+  readonly dimensions: number;
+
+  constructor(
+    readonly names: readonly string[],
+    vectors: readonly Float32Array[] | { matrix: Float32Array; dimensions: number },
+  ) {
+    if (Array.isArray(vectors)) {
+      this.dimensions = vectors[0]?.length ?? 0;
+      this.matrix = new Float32Array(names.length * this.dimensions);
+      vectors.forEach((vector, row) => this.matrix.set(vector, row * this.dimensions));
+    } else {
+      ({ matrix: this.matrix, dimensions: this.dimensions } = vectors as { matrix: Float32Array; dimensions: number });
+    }
+  }
+
+  get size(): number {
+    return this.names.length;
+  }
+
+  search(query: Float32Array, limit: number): ScoredName[] {
+    const { dimensions, matrix } = this;
+    const scores = new Float32Array(this.names.length);
+    for (let row = 0; row < this.names.length; row++) {
+      let dot = 0;
+      const offset = row * dimensions;
+      for (let d = 0; d < dimensions; d++) dot += matrix[offset + d]! * query[d]!;
+      scores[row] = dot;
+    }
+    return topK(scores, limit).map((row) => ({ name: this.names[row]!, score: scores[row]! }));
+  }
+}
+
+/** Approximate search on hnswlib for large catalogs. */
+export class HnswVectorIndex implements VectorIndex {
+  readonly kind = 'hnsw';
+
+  constructor(
+    readonly names: readonly string[],
+    readonly index: hnswlib.HierarchicalNSW,
+    private readonly efSearch: number,
+  ) {}
+
+  static build(names: readonly string[], vectors: readonly Float32Array[], settings: HnswSettings): HnswVectorIndex {
+    const dimensions = vectors[0]?.length ?? 1;
+    const index = new hnswlib.HierarchicalNSW('cosine', dimensions);
+    // A fixed seed makes the graph, and so the results, the same on every instance that builds this catalog.
+    index.initIndex(Math.max(1, names.length), settings.m, settings.efConstruction, 100);
+    vectors.forEach((vector, label) => index.addPoint(Array.from(vector), label));
+    return new HnswVectorIndex(names, index, settings.efSearch);
+  }
+
+  get size(): number {
+    return this.names.length;
+  }
+
+  search(query: Float32Array, limit: number): ScoredName[] {
+    const count = Math.min(limit, this.names.length);
+    if (count === 0) return [];
+    this.index.setEf(Math.max(this.efSearch, count));
+    const { neighbors, distances } = this.index.searchKnn(Array.from(query), count);
+    // hnswlib's cosine space reports distance = 1 - cosine.
+    return neighbors.map((label, i) => ({ name: this.names[label]!, score: 1 - distances[i]! }));
+  }
+}
+
+/** Indices of the `limit` largest scores, best first; a partial selection, not a full sort. */
+function topK(scores: Float32Array, limit: number): number[] {
+  const count = Math.min(limit, scores.length);
+  const best: number[] = [];
+  if (count <= 0) return best;
+  for (let i = 0; i < scores.length; i++) {
+    const score = scores[i]!;
+    if (best.length === count && score <= scores[best[count - 1]!]!) continue;
+    let position = best.length === count ? count - 1 : best.length;
+    while (position > 0 && scores[best[position - 1]!]! < score) position--;
+    best.splice(position, 0, i);
+    if (best.length > count) best.pop();
+  }
+  return best;
+}
