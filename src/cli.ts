@@ -1,0 +1,142 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import cliProgress from 'cli-progress';
+import type { LabelledQuery, Tool } from './catalog/types.js';
+import { loadConfig, PROJECT_ROOT } from './config/config.js';
+import { ensureOfflineModel } from './embedding/offline-model.js';
+import { FastMcpBm25, LiteLlmTokenOverlap } from './eval/baselines.js';
+import { loadCatalogFile, loadQueries } from './eval/datasets.js';
+import { createEngine } from './eval/engine.js';
+import { evaluate, formatTable, type EvalResult } from './eval/metrics.js';
+import { RANKED_DEPTH, tune } from './eval/tune.js';
+import { SEARCH_MODES, type SearchMode } from './search/search.js';
+import { createToolrouter, listen } from './server.js';
+import path from 'node:path';
+
+const program = new Command()
+  .name('toolrouter')
+  .description('Semantic tool router for LLM agents: hybrid BM25 + embedding search over MCP tool catalogs');
+
+program
+  .command('serve', { isDefault: true })
+  .description('run the HTTP API (with the in-process indexer when REDIS_URL is unset)')
+  .action(async () => {
+    const router = await createToolrouter(loadConfig());
+    const server = await listen(router);
+    const shutdown = () => {
+      router.log.info('shutting down');
+      server.close(() => process.exit(0));
+      setTimeout(() => process.exit(0), 5_000).unref();
+    };
+    process.once('SIGTERM', shutdown);
+    process.once('SIGINT', shutdown);
+  });
+
+program
+  .command('eval')
+  .description('print Recall@1, Recall@5 and MRR for each search mode against labelled queries')
+  .requiredOption('--catalog <file>', 'tools: JSON list, {tools}, MetaTool tools.json or dir, LiveMCPBench tools.json')
+  .requiredOption('--queries <file>', 'labelled queries: JSONL {query, expected: [names]} or MetaTool queries.csv')
+  .addOption(new Option('--mode <mode>', 'evaluate one mode only').choices([...SEARCH_MODES, 'baselines']))
+  .option('--limit <n>', 'evaluate only the first n queries', positiveInteger)
+  .action(async (options: { catalog: string; queries: string; mode?: SearchMode | 'baselines'; limit?: number }) => {
+    const { tools, queries } = loadEvalData(options.catalog, options.queries, options.limit);
+    const modes: SearchMode[] = options.mode && options.mode !== 'baselines' ? [options.mode] : ['bm25', 'vector', 'hybrid'];
+    const rows: { label: string; n: number; 'R@1': string; 'R@5': string; MRR: string }[] = [];
+    const engine = options.mode === 'baselines' ? undefined : await createEngine(tools);
+    for (const mode of engine ? modes : []) {
+      const result = await withProgress(`${mode}`, queries.length, (onProgress) =>
+        evaluate(
+          async (query) => (await engine!.search.search({ query, mode, topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
+          queries,
+          { onProgress },
+        ),
+      );
+      rows.push(row(`toolrouter ${mode}`, result));
+    }
+    if (!options.mode || options.mode === 'baselines') {
+      const fastmcp = new FastMcpBm25(tools);
+      const litellm = new LiteLlmTokenOverlap(tools);
+      rows.push(row('baseline fastmcp-bm25', await evaluate((query) => fastmcp.search(query, RANKED_DEPTH), queries)));
+      rows.push(row('baseline litellm-overlap', await evaluate((query) => litellm.search(query, RANKED_DEPTH), queries)));
+    }
+    console.log(`catalog: ${tools.length} tools, queries: ${queries.length}${engine ? `, model: ${engine.embedder.modelId}` : ''}`);
+    console.log(formatTable(rows));
+  });
+
+program
+  .command('tune')
+  .description('grid-search fusion method and weights on labelled queries and print the best setting')
+  .requiredOption('--catalog <file>', 'tool catalog (same formats as eval)')
+  .requiredOption('--queries <file>', 'labelled queries (same formats as eval)')
+  .option('--steps <n>', 'grid resolution for the bm25/vector weight split', positiveInteger, 10)
+  .option('--limit <n>', 'use only the first n queries', positiveInteger)
+  .action(async (options: { catalog: string; queries: string; steps: number; limit?: number }) => {
+    const { tools, queries } = loadEvalData(options.catalog, options.queries, options.limit);
+    const engine = await createEngine(tools);
+    const { rows, best } = await withProgress('retrieving', queries.length, (onProgress) =>
+      tune(engine, queries, { steps: options.steps, onProgress }),
+    );
+    console.log(`catalog: ${tools.length} tools, queries: ${queries.length}, model: ${engine.embedder.modelId}`);
+    console.log(
+      formatTable(rows.map((r) => row(`${r.fusion} bm25=${r.weights.bm25} vector=${r.weights.vector}`, r))),
+    );
+    console.log(
+      `best: fusion=${best.fusion} weights={bm25: ${best.weights.bm25}, vector: ${best.weights.vector}} ` +
+        `(R@1 ${pct(best.recallAt1)}, R@5 ${pct(best.recallAt5)}, MRR ${best.mrr.toFixed(3)})`,
+    );
+  });
+
+program
+  .command('models')
+  .description('manage embedding models')
+  .command('build')
+  .description('build the offline GloVe model into models/ (skipped when present unless --force)')
+  .option('--force', 'rebuild even when the model exists')
+  .action(async (options: { force?: boolean }) => {
+    const dir = await ensureOfflineModel(path.join(PROJECT_ROOT, 'models'), { force: options.force === true });
+    console.log(`offline model ready in ${dir}`);
+  });
+
+function loadEvalData(catalogFile: string, queriesFile: string, limit?: number): { tools: Tool[]; queries: LabelledQuery[] } {
+  const tools = loadCatalogFile(catalogFile);
+  const names = new Set(tools.map((tool) => tool.name));
+  const all = loadQueries(queriesFile);
+  const queries = all.filter((query) => query.expected.some((name) => names.has(name))).slice(0, limit);
+  const dropped = all.length - all.filter((query) => query.expected.some((name) => names.has(name))).length;
+  if (dropped > 0) console.error(`note: ${dropped} queries name no tool in the catalog and were skipped`);
+  if (queries.length === 0) throw new Error('no labelled query names a tool of this catalog');
+  return { tools, queries };
+}
+
+async function withProgress<T>(label: string, total: number, work: (onProgress: (done: number) => void) => Promise<T>): Promise<T> {
+  if (!process.stderr.isTTY) return work(() => {});
+  const bar = new cliProgress.SingleBar(
+    { format: `${label.padEnd(10)} [{bar}] {value}/{total}`, stream: process.stderr },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(total, 0);
+  try {
+    return await work((done) => bar.update(done));
+  } finally {
+    bar.stop();
+  }
+}
+
+function row(label: string, result: EvalResult) {
+  return { label, n: result.n, 'R@1': pct(result.recallAt1), 'R@5': pct(result.recallAt5), MRR: result.mrr.toFixed(3) };
+}
+
+function pct(value: number): string {
+  return `${(value * 100).toFixed(1)}%`;
+}
+
+function positiveInteger(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1) throw new InvalidArgumentError('must be a positive integer');
+  return parsed;
+}
+
+program.parseAsync().catch((error: unknown) => {
+  console.error(`toolrouter: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+});

@@ -1,0 +1,156 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import YAML from 'yaml';
+import { z } from 'zod';
+import { OFFLINE_MODEL_ID } from '../embedding/embedder.js';
+import { DEFAULT_LEXICAL } from '../index/lexical.js';
+import { DEFAULT_HNSW } from '../index/vector.js';
+import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from '../search/search.js';
+
+export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+const weightsSchema = z
+  .object({ bm25: z.number().min(0).max(1000), vector: z.number().min(0).max(1000) })
+  .refine((weights) => weights.bm25 + weights.vector > 0, 'at least one weight must be positive');
+
+const toolSchema = z.looseObject({ name: z.string() });
+
+export const configSchema = z.object({
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  host: z.string().default('127.0.0.1'),
+  redisUrl: z.string().url().optional(),
+  adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Largest accepted request body; catalogs of many thousand tools are several MB. */
+  bodyLimit: z.string().default('20mb'),
+  catalog: z
+    .object({
+      separator: z.string().max(8).default('__'),
+      /** Static sources loaded at start: source name → MCP tools. */
+      sources: z.record(z.string(), z.array(toolSchema)).default({}),
+    })
+    .prefault({}),
+  embedding: z
+    .object({
+      model: z.string().min(1).default(OFFLINE_MODEL_ID),
+      modelsDir: z.string().default(path.join(PROJECT_ROOT, 'models')),
+      allowRemoteModels: z.boolean().default(false),
+      batchSize: z.number().int().min(1).max(4096).default(64),
+    })
+    .prefault({}),
+  search: z
+    .object({
+      mode: z.enum(SEARCH_MODES).default(DEFAULT_SEARCH_SETTINGS.mode),
+      topK: z.number().int().min(1).default(DEFAULT_SEARCH_SETTINGS.topK),
+      maxTopK: z.number().int().min(1).max(1000).default(DEFAULT_SEARCH_SETTINGS.maxTopK),
+      weights: weightsSchema.default(DEFAULT_SEARCH_SETTINGS.weights),
+      fusion: z.enum(['weighted', 'rrf']).default(DEFAULT_SEARCH_SETTINGS.fusion),
+      candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
+      maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
+      pinned: z.array(z.string()).default([]),
+      lexical: z
+        .object({
+          fieldWeights: z
+            .object({
+              name: z.number().min(0),
+              title: z.number().min(0),
+              description: z.number().min(0),
+              server: z.number().min(0),
+              params: z.number().min(0),
+            })
+            .default(DEFAULT_LEXICAL.fieldWeights),
+          bm25: z
+            .object({ k: z.number().min(0).max(10), b: z.number().min(0).max(1), d: z.number().min(0).max(10) })
+            .default(DEFAULT_LEXICAL.bm25),
+          stem: z.boolean().default(DEFAULT_LEXICAL.stem),
+        })
+        .prefault({}),
+      hnsw: z
+        .object({
+          m: z.number().int().min(2).max(128),
+          efConstruction: z.number().int().min(8).max(2000),
+          efSearch: z.number().int().min(1).max(10_000),
+          exactThreshold: z.number().int().min(0),
+        })
+        .default(DEFAULT_HNSW),
+    })
+    .prefault({})
+    .refine((search) => search.topK <= search.maxTopK, 'search.topK must not exceed search.maxTopK'),
+  upstreamLlmUrl: z.string().url().optional(),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/**
+ * Effective configuration: defaults, then the config file (`TOOLROUTER_CONFIG`, YAML or JSON), then environment
+ * variables, then explicit overrides (tests and the CLI).
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Config {
+  const file = env.TOOLROUTER_CONFIG ? readConfigFile(env.TOOLROUTER_CONFIG) : {};
+  const fromEnv = definedOnly({
+    port: env.PORT,
+    host: env.HOST,
+    redisUrl: env.REDIS_URL || undefined,
+    adminKey: env.ADMIN_KEY || undefined,
+    logLevel: env.LOG_LEVEL,
+    upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
+  });
+  const embeddingEnv = definedOnly({
+    model: env.EMBEDDING_MODEL || undefined,
+    allowRemoteModels: env.ALLOW_REMOTE_MODELS === undefined ? undefined : parseBoolean('ALLOW_REMOTE_MODELS', env.ALLOW_REMOTE_MODELS),
+    modelsDir: env.MODELS_DIR || undefined,
+  });
+  const merged = deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), overrides);
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'config'}: ${issue.message}`);
+    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  }
+  return parsed.data;
+}
+
+function readConfigFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read config file ${file}: ${(error as Error).message}`);
+  }
+  try {
+    const parsed: unknown = YAML.parse(text);
+    if (parsed === null || parsed === undefined) return {};
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('top level must be a mapping');
+    return parsed as Record<string, unknown>;
+  } catch (error) {
+    throw new ConfigError(`config file ${file} is not valid YAML/JSON: ${(error as Error).message}`);
+  }
+}
+
+function parseBoolean(name: string, value: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off|)$/i.test(value)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${value}"`);
+}
+
+function definedOnly(values: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined));
+}
+
+function deepMerge(base: Record<string, unknown>, extra: Record<string, unknown>): Record<string, unknown> {
+  const result: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(extra)) {
+    const existing = result[key];
+    result[key] =
+      isPlainObject(existing) && isPlainObject(value) ? deepMerge(existing, value) : value;
+  }
+  return result;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

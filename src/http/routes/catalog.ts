@@ -1,0 +1,38 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import { HttpError, parseBody } from '../errors.js';
+import type { AppDependencies } from '../app.js';
+
+const putSourceBody = z.object({ tools: z.array(z.unknown(), { error: '"tools" must be an array of MCP tool objects' }) }).strict();
+
+export function catalogRoutes({ catalog }: Pick<AppDependencies, 'catalog'>): Router {
+  const router = Router();
+
+  router.get('/v1/catalog', (_req, res) => {
+    const snapshot = catalog.snapshot();
+    res.json({
+      catalogHash: snapshot.catalogHash,
+      sources: catalog.sourceNames(),
+      tools: snapshot.entries.map((entry) => ({
+        source: entry.source,
+        ...(entry.server === undefined ? {} : { server: entry.server }),
+        tool: entry.tool,
+      })),
+    });
+  });
+
+  router.put('/v1/catalog/sources/:source', (req, res) => {
+    const { tools } = parseBody(putSourceBody, req.body);
+    const snapshot = catalog.setSource(req.params.source, tools);
+    res.json({ catalogHash: snapshot.catalogHash, tools: tools.length });
+  });
+
+  router.delete('/v1/catalog/sources/:source', (req, res) => {
+    if (!catalog.removeSource(req.params.source)) {
+      throw new HttpError(404, 'not_found', `no catalog source named "${req.params.source}"`);
+    }
+    res.json({ catalogHash: catalog.snapshot().catalogHash, deleted: req.params.source });
+  });
+
+  return router;
+}

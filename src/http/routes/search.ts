@@ -1,0 +1,44 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import { SEARCH_MODES } from '../../search/search.js';
+import { badRequest, parseBody } from '../errors.js';
+import type { AppDependencies } from '../app.js';
+
+const weight = z.number().finite().min(0, 'must be 0 or more').max(1000);
+
+export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, 'search' | 'maxQueryLength'>): Router {
+  const router = Router();
+  const searchBody = z
+    .object({
+      query: z
+        .string({ error: 'is required and must be a string' })
+        .max(maxQueryLength, `must be at most ${maxQueryLength} characters`)
+        .refine((query) => query.trim().length > 0, 'must not be empty'),
+      top_k: z.number().int('must be an integer').min(1, 'must be at least 1').optional(),
+      mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
+      weights: z.object({ bm25: weight.optional(), vector: weight.optional() }).strict().optional(),
+      fusion: z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' }).optional(),
+    })
+    .strict();
+
+  router.post('/v1/tools/search', async (req, res) => {
+    const body = parseBody(searchBody, req.body);
+    if (body.weights) {
+      const merged = { ...search.settings.weights, ...body.weights };
+      if (merged.bm25 + merged.vector <= 0) throw badRequest('weights: at least one of bm25 and vector must be positive');
+    }
+    const response = await search.search({
+      query: body.query,
+      topK: body.top_k,
+      mode: body.mode,
+      weights: body.weights,
+      fusion: body.fusion,
+    });
+    res.json({
+      results: response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores })),
+      index: response.index,
+    });
+  });
+
+  return router;
+}

@@ -1,0 +1,71 @@
+import type { Server } from 'node:http';
+import type { Express } from 'express';
+import type { Logger } from 'pino';
+import { Catalog } from './catalog/catalog.js';
+import type { Config } from './config/config.js';
+import { createEmbedder, type Embedder } from './embedding/embedder.js';
+import { createApp } from './http/app.js';
+import { MemoryEmbeddingCache } from './index/embedding-cache.js';
+import { LocalIndexBuilder } from './index/local-builder.js';
+import { IndexManager } from './index/manager.js';
+import { createLogger } from './log.js';
+import { SearchService } from './search/search.js';
+
+export interface Toolrouter {
+  config: Config;
+  catalog: Catalog;
+  indexes: IndexManager;
+  search: SearchService;
+  embedder: Embedder;
+  app: Express;
+  log: Logger;
+}
+
+/** Wires catalog → index → search → HTTP for one process. */
+export async function createToolrouter(config: Config, options: { log?: Logger; embedder?: Embedder } = {}): Promise<Toolrouter> {
+  const log = options.log ?? createLogger(config.logLevel);
+  const embedder =
+    options.embedder ??
+    (await createEmbedder({
+      model: config.embedding.model,
+      modelsDir: config.embedding.modelsDir,
+      allowRemoteModels: config.embedding.allowRemoteModels,
+      batchSize: config.embedding.batchSize,
+    }));
+  const catalog = new Catalog({ separator: config.catalog.separator });
+  for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
+
+  const builder = new LocalIndexBuilder({
+    embedder,
+    cache: new MemoryEmbeddingCache(),
+    lexical: config.search.lexical,
+    hnsw: config.search.hnsw,
+    onBuilt: (stats, index) => log.info({ ...stats, catalogHash: index.catalogHash }, 'index built'),
+  });
+  const indexes = new IndexManager(builder, catalog.snapshot());
+  indexes.on('failed', (error, catalogHash) => log.error({ err: error, catalogHash }, 'index build failed'));
+  catalog.on('change', (snapshot) => void indexes.update(snapshot));
+  void indexes.update(catalog.snapshot());
+
+  const search = new SearchService(catalog, indexes, embedder, config.search);
+  const app = createApp({ catalog, indexes, search, log, bodyLimit: config.bodyLimit, maxQueryLength: config.search.maxQueryLength });
+  return { config, catalog, indexes, search, embedder, app, log };
+}
+
+export async function listen(router: Toolrouter): Promise<Server> {
+  const { config, log } = router;
+  if (!config.adminKey && !isLoopback(config.host)) {
+    throw new Error(`refusing to listen on ${config.host} without ADMIN_KEY: an open service binds to loopback only`);
+  }
+  const server = await new Promise<Server>((resolve, reject) => {
+    const started = router.app.listen(config.port, config.host, (error?: Error) => (error ? reject(error) : resolve(started)));
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  log.info({ host: config.host, port, model: router.embedder.modelId, auth: config.adminKey ? 'admin key' : 'open (loopback only)' }, 'toolrouter listening');
+  return server;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.');
+}
