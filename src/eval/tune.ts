@@ -1,0 +1,56 @@
+import type { LabelledQuery } from '../catalog/types.js';
+import type { ScoredName } from '../index/lexical.js';
+import { fuse, type FusionMethod, type FusionWeights } from '../search/fusion.js';
+import type { Engine } from './engine.js';
+import { evaluate, type EvalResult } from './metrics.js';
+
+/** How deep a ranking is scored: MRR@10, Recall@1 and Recall@5 all fit in it. */
+export const RANKED_DEPTH = 10;
+
+export interface TuneRow extends EvalResult {
+  fusion: FusionMethod;
+  weights: FusionWeights;
+}
+
+/**
+ * Grid-searches fusion method and weights. Each query's BM25 and vector candidates are computed once and re-fused
+ * per setting, so the grid costs one pass of retrieval whatever its size.
+ */
+export async function tune(
+  engine: Engine,
+  queries: readonly LabelledQuery[],
+  options: { steps?: number; onProgress?: (done: number, total: number) => void } = {},
+): Promise<{ rows: TuneRow[]; best: TuneRow }> {
+  const steps = options.steps ?? 10;
+  const candidates = engine.config.search.candidates;
+  const signals = new Map<string, { lexical: ScoredName[]; semantic: ScoredName[] }>();
+  for (const [done, { query }] of queries.entries()) {
+    if (signals.has(query)) continue;
+    const [vector] = await engine.embedder.embed([query]);
+    const semantic = vector && vector.some((value) => value !== 0) ? engine.index.vectors.search(vector, candidates) : [];
+    signals.set(query, { lexical: engine.index.lexical.search(query, candidates), semantic });
+    options.onProgress?.(done + 1, queries.length);
+  }
+  const rows: TuneRow[] = [];
+  for (const fusion of ['weighted', 'rrf'] as const) {
+    for (let step = 0; step <= steps; step++) {
+      const bm25 = round(step / steps);
+      const weights = { bm25, vector: round(1 - bm25) };
+      const rank = (query: string) => {
+        const { lexical, semantic } = signals.get(query)!;
+        // Same depth as `eval` ranks to, so both commands report the same MRR for the same setting.
+        return fuse(lexical, semantic, weights, fusion)
+          .slice(0, RANKED_DEPTH)
+          .map((hit) => hit.name);
+      };
+      rows.push({ fusion, weights, ...(await evaluate(rank, queries)) });
+    }
+  }
+  // MRR decides: it rewards the right tool at the top, which is what an agent reading top-k needs most.
+  const best = rows.reduce((a, b) => (b.mrr > a.mrr + 1e-12 ? b : a));
+  return { rows, best };
+}
+
+function round(value: number): number {
+  return Math.round(value * 1000) / 1000;
+}
