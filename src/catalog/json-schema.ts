@@ -1,12 +1,15 @@
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import AjvDraft04 from 'ajv-draft-04';
+import ajvDraft04 from 'ajv-draft-04';
 
 /**
  * Real MCP servers publish input schemas in several JSON Schema dialects: draft-07 from most generators, 2020-12 as
  * the MCP specification now prefers, and draft-04 from older tooling (`exclusiveMinimum: true`). A schema is valid
  * when it is valid in any of them, its declared `$schema` tried first.
  */
+// ajv-draft-04 is CommonJS whose class is both module.exports and .default; NodeNext types see only the latter.
+const AjvDraft04 = ajvDraft04.default;
+
 const dialects = [
   { id: 'draft-07', ajv: new Ajv({ strict: false, allErrors: true }) },
   { id: '2020-12', ajv: new Ajv2020({ strict: false, allErrors: true }) },
