@@ -64,6 +64,7 @@ export const configSchema = z.object({
             .object({ k: z.number().min(0).max(10), b: z.number().min(0).max(1), d: z.number().min(0).max(10) })
             .default(DEFAULT_LEXICAL.bm25),
           stem: z.boolean().default(DEFAULT_LEXICAL.stem),
+          stopWords: z.boolean().default(DEFAULT_LEXICAL.stopWords),
         })
         .prefault({}),
       hnsw: z

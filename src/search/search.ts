@@ -28,7 +28,7 @@ export const DEFAULT_SEARCH_SETTINGS: SearchSettings = {
   mode: 'hybrid',
   topK: 5,
   maxTopK: 50,
-  weights: { bm25: 0.45, vector: 0.55 },
+  weights: { bm25: 0.55, vector: 0.45 },
   fusion: 'weighted',
   candidates: 50,
   pinned: [],

@@ -1,0 +1,105 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import hnswlib from 'hnswlib-node';
+import { LexicalIndex, type LexicalSettings } from './lexical.js';
+import type { SearchIndex } from './search-index.js';
+import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex } from './vector.js';
+
+/**
+ * The index artifact: one self-contained buffer a worker stores in Redis and every API instance loads, so instances
+ * serve identical indexes without rebuilding them. Layout: magic, u32 header length, JSON header, then the sections
+ * the header lists (BM25 index JSON, and either the vector matrix or the HNSW graph).
+ */
+const MAGIC = Buffer.from('TRIDX\u0001');
+
+interface ArtifactHeader {
+  catalogHash: string;
+  model: string;
+  builtAt: string;
+  names: string[];
+  vectorKind: 'exact' | 'hnsw';
+  dimensions: number;
+  efSearch: number;
+  sections: { lexical: number; vectors: number };
+}
+
+export function serializeIndex(index: SearchIndex, hnsw: HnswSettings): Buffer {
+  const lexical = Buffer.from(JSON.stringify(index.lexical.toJSON()));
+  const { names, vectors, dimensions } = vectorSection(index.vectors);
+  const header: ArtifactHeader = {
+    catalogHash: index.catalogHash,
+    model: index.model,
+    builtAt: index.builtAt,
+    names: [...names],
+    vectorKind: index.vectors.kind,
+    dimensions,
+    efSearch: hnsw.efSearch,
+    sections: { lexical: lexical.length, vectors: vectors.length },
+  };
+  const headerBytes = Buffer.from(JSON.stringify(header));
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(headerBytes.length);
+  return Buffer.concat([MAGIC, length, headerBytes, lexical, vectors]);
+}
+
+export function deserializeIndex(buffer: Buffer, lexicalSettings: LexicalSettings): SearchIndex {
+  if (buffer.length < MAGIC.length + 4 || !buffer.subarray(0, MAGIC.length).equals(MAGIC)) {
+    throw new Error('not a toolrouter index artifact (or an incompatible version)');
+  }
+  const headerLength = buffer.readUInt32LE(MAGIC.length);
+  let offset = MAGIC.length + 4;
+  const header = JSON.parse(buffer.subarray(offset, offset + headerLength).toString('utf8')) as ArtifactHeader;
+  offset += headerLength;
+  const lexical = LexicalIndex.fromJSON(buffer.subarray(offset, offset + header.sections.lexical).toString('utf8'), lexicalSettings);
+  offset += header.sections.lexical;
+  const vectorBytes = buffer.subarray(offset, offset + header.sections.vectors);
+  if (vectorBytes.length !== header.sections.vectors) throw new Error('index artifact is truncated');
+  return {
+    catalogHash: header.catalogHash,
+    model: header.model,
+    builtAt: header.builtAt,
+    size: header.names.length,
+    lexical,
+    vectors: loadVectors(header, vectorBytes),
+  };
+}
+
+function vectorSection(vectors: VectorIndex): { names: readonly string[]; vectors: Buffer; dimensions: number } {
+  if (vectors instanceof ExactVectorIndex) {
+    const { matrix } = vectors;
+    return { names: vectors.names, vectors: Buffer.from(matrix.buffer, matrix.byteOffset, matrix.byteLength), dimensions: vectors.dimensions };
+  }
+  if (vectors instanceof HnswVectorIndex) {
+    // hnswlib-node persists only to files; a private temp dir keeps concurrent builds apart.
+    return withTempFile((file) => {
+      vectors.index.writeIndexSync(file);
+      return { names: vectors.names, vectors: readFileSync(file), dimensions: vectors.index.getNumDimensions() };
+    });
+  }
+  throw new Error('unknown vector index type');
+}
+
+function loadVectors(header: ArtifactHeader, bytes: Buffer): VectorIndex {
+  if (header.vectorKind === 'exact') {
+    // Copy into an aligned buffer: a subarray of the artifact may start at any byte.
+    const matrix = new Float32Array(bytes.length / 4);
+    new Uint8Array(matrix.buffer).set(bytes);
+    return new ExactVectorIndex(header.names, { matrix, dimensions: header.dimensions });
+  }
+  return withTempFile((file) => {
+    writeFileSync(file, bytes);
+    const index = new hnswlib.HierarchicalNSW('cosine', header.dimensions);
+    index.readIndexSync(file);
+    return new HnswVectorIndex(header.names, index, header.efSearch);
+  });
+}
+
+function withTempFile<T>(use: (file: string) => T): T {
+  const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-index-'));
+  try {
+    return use(path.join(dir, 'index.bin'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
