@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import type { Express } from 'express';
+import type { Express, Router } from 'express';
 import type { Logger } from 'pino';
 import { Catalog } from './catalog/catalog.js';
 import type { Config } from './config/config.js';
@@ -19,11 +19,14 @@ export interface Toolrouter {
   embedder: Embedder;
   app: Express;
   log: Logger;
+  /** Stops background work and closes connections (upstreams, Redis), last opened first. */
+  close(): Promise<void>;
 }
 
-/** Wires catalog → index → search → HTTP for one process. */
+/** Wires catalog → index → search → interfaces for one process. */
 export async function createToolrouter(config: Config, options: { log?: Logger; embedder?: Embedder } = {}): Promise<Toolrouter> {
   const log = options.log ?? createLogger(config.logLevel);
+  const closers: (() => Promise<void> | void)[] = [];
   const embedder =
     options.embedder ??
     (await createEmbedder({
@@ -48,8 +51,23 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   void indexes.update(catalog.snapshot());
 
   const search = new SearchService(catalog, indexes, embedder, config.search);
-  const app = createApp({ catalog, indexes, search, log, bodyLimit: config.bodyLimit, maxQueryLength: config.search.maxQueryLength });
-  return { config, catalog, indexes, search, embedder, app, log };
+
+  // The other faces (MCP gateway, chat proxy) add their routers here.
+  const routers: Router[] = [];
+
+  const app = createApp({
+    catalog,
+    indexes,
+    search,
+    log,
+    bodyLimit: config.bodyLimit,
+    maxQueryLength: config.search.maxQueryLength,
+    routers,
+  });
+  const close = async () => {
+    for (const closer of closers.reverse()) await closer();
+  };
+  return { config, catalog, indexes, search, embedder, app, log, close };
 }
 
 export async function listen(router: Toolrouter): Promise<Server> {

@@ -1,4 +1,4 @@
-import express, { type Express } from 'express';
+import express, { type Express, type Router } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { IndexManager } from '../index/manager.js';
@@ -16,6 +16,8 @@ export interface AppDependencies {
   log: Logger;
   bodyLimit: string;
   maxQueryLength: number;
+  /** Routers of the other faces (MCP, chat proxy), mounted after the core API and before the 404 handler. */
+  routers?: Router[];
 }
 
 export function createApp(deps: AppDependencies): Express {
@@ -27,6 +29,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use(catalogRoutes(deps));
   app.use(indexRoutes(deps));
   app.use(searchRoutes(deps));
+  for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
   app.use(errorHandler(deps.log));
   return app;

@@ -54,10 +54,12 @@ export async function startRouter(overrides: Record<string, unknown> = {}): Prom
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     },
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
-      }),
+      });
+      await router.close();
+    },
   };
 }
