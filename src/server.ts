@@ -7,7 +7,8 @@ import { createEmbedder, type Embedder } from './embedding/embedder.js';
 import { createApp } from './http/app.js';
 import { MemoryEmbeddingCache } from './index/embedding-cache.js';
 import { LocalIndexBuilder } from './index/local-builder.js';
-import { IndexManager } from './index/manager.js';
+import { LocalIndexPipeline } from './index/local-pipeline.js';
+import { IndexManager, type IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
 import { SearchService } from './search/search.js';
 
@@ -15,6 +16,7 @@ export interface Toolrouter {
   config: Config;
   catalog: Catalog;
   indexes: IndexManager;
+  pipeline: IndexPipeline;
   search: SearchService;
   embedder: Embedder;
   app: Express;
@@ -45,10 +47,12 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     hnsw: config.search.hnsw,
     onBuilt: (stats, index) => log.info({ ...stats, catalogHash: index.catalogHash }, 'index built'),
   });
-  const indexes = new IndexManager(builder, catalog.snapshot());
+  const indexes = new IndexManager(catalog.snapshot());
   indexes.on('failed', (error, catalogHash) => log.error({ err: error, catalogHash }, 'index build failed'));
-  catalog.on('change', (snapshot) => void indexes.update(snapshot));
-  void indexes.update(catalog.snapshot());
+  const pipeline: IndexPipeline = new LocalIndexPipeline(indexes, builder);
+  closers.push(() => pipeline.close());
+  catalog.on('change', (snapshot) => void pipeline.update(snapshot));
+  void pipeline.update(catalog.snapshot());
 
   const search = new SearchService(catalog, indexes, embedder, config.search);
 
@@ -58,6 +62,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const app = createApp({
     catalog,
     indexes,
+    pipeline,
     search,
     log,
     bodyLimit: config.bodyLimit,
@@ -67,7 +72,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const close = async () => {
     for (const closer of closers.reverse()) await closer();
   };
-  return { config, catalog, indexes, search, embedder, app, log, close };
+  return { config, catalog, indexes, pipeline, search, embedder, app, log, close };
 }
 
 export async function listen(router: Toolrouter): Promise<Server> {

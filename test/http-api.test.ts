@@ -226,7 +226,7 @@ describe('REST API', () => {
       const before = api.router.indexes.current;
       const response = await api.post('/v1/index/rebuild', {});
       assert.equal(response.status, 202);
-      await api.router.indexes.idle();
+      await api.router.pipeline.idle();
       assert.ok(api.router.indexes.current && api.router.indexes.current !== before, 'index was not replaced');
       assert.equal(api.router.indexes.status().state, 'ready');
     });

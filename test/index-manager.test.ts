@@ -5,7 +5,8 @@ import { Catalog, type CatalogSnapshot } from '../src/catalog/catalog.js';
 import { PROJECT_ROOT } from '../src/config/config.js';
 import { createEmbedder, OFFLINE_MODEL_ID, type Embedder } from '../src/embedding/embedder.js';
 import { MemoryEmbeddingCache } from '../src/index/embedding-cache.js';
-import { IndexManager, type IndexBuilder } from '../src/index/manager.js';
+import { LocalIndexPipeline, type IndexBuilder } from '../src/index/local-pipeline.js';
+import { IndexManager } from '../src/index/manager.js';
 import { buildSearchIndex, type SearchIndex } from '../src/index/search-index.js';
 
 const tool = (name: string) => ({ name, description: `tool ${name}`, inputSchema: { type: 'object' } });
@@ -29,7 +30,7 @@ class GatedBuilder implements IndexBuilder {
   }
 }
 
-describe('IndexManager', () => {
+describe('IndexManager with the in-process pipeline', () => {
   let embedder: Embedder;
   before(async () => {
     embedder = await createEmbedder({ model: OFFLINE_MODEL_ID, modelsDir: path.join(PROJECT_ROOT, 'models'), allowRemoteModels: false });
@@ -39,15 +40,16 @@ describe('IndexManager', () => {
     const catalog = new Catalog();
     catalog.setSource('s', [tool('first')]);
     const builder = new GatedBuilder(embedder);
-    const manager = new IndexManager(builder, catalog.snapshot());
-    const firstDone = manager.update(catalog.snapshot());
+    const manager = new IndexManager(catalog.snapshot());
+    const pipeline = new LocalIndexPipeline(manager, builder);
+    const firstDone = pipeline.update(catalog.snapshot());
     (await builder.next()).release();
     await firstDone;
     const first = manager.current!;
     assert.equal(manager.status().state, 'ready');
 
     catalog.setSource('s', [tool('first'), tool('second')]);
-    const secondDone = manager.update(catalog.snapshot());
+    const secondDone = pipeline.update(catalog.snapshot());
     const gate = await builder.next();
     assert.equal(manager.status().state, 'building');
     assert.equal(manager.current, first, 'the old index must keep serving during a build');
@@ -61,17 +63,18 @@ describe('IndexManager', () => {
     const catalog = new Catalog();
     catalog.setSource('s', [tool('a')]);
     const builder = new GatedBuilder(embedder);
-    const manager = new IndexManager(builder, catalog.snapshot());
-    const done = manager.update(catalog.snapshot());
+    const manager = new IndexManager(catalog.snapshot());
+    const pipeline = new LocalIndexPipeline(manager, builder);
+    const done = pipeline.update(catalog.snapshot());
     const gate = await builder.next();
     catalog.setSource('s', [tool('b')]);
-    void manager.update(catalog.snapshot());
+    void pipeline.update(catalog.snapshot());
     catalog.setSource('s', [tool('c')]);
-    void manager.update(catalog.snapshot());
+    void pipeline.update(catalog.snapshot());
     gate.release();
     (await builder.next()).release();
     await done;
-    await manager.idle();
+    await pipeline.idle();
     assert.equal(builder.started.length, 2, 'intermediate snapshot b must be skipped');
     assert.equal(manager.current!.catalogHash, catalog.snapshot().catalogHash);
   });
@@ -80,14 +83,15 @@ describe('IndexManager', () => {
     const catalog = new Catalog();
     catalog.setSource('s', [tool('good')]);
     const builder = new GatedBuilder(embedder);
-    const manager = new IndexManager(builder, catalog.snapshot());
-    const done = manager.update(catalog.snapshot());
+    const manager = new IndexManager(catalog.snapshot());
+    const pipeline = new LocalIndexPipeline(manager, builder);
+    const done = pipeline.update(catalog.snapshot());
     (await builder.next()).release();
     await done;
     const good = manager.current;
 
     catalog.setSource('s', [tool('bad')]);
-    const failing = manager.update(catalog.snapshot());
+    const failing = pipeline.update(catalog.snapshot());
     (await builder.next()).fail(new Error('embedding exploded'));
     await failing;
     const status = manager.status();
@@ -96,7 +100,7 @@ describe('IndexManager', () => {
     assert.equal(manager.current, good);
     assert.notEqual(status.indexedHash, status.catalogHash);
 
-    const retry = manager.rebuild();
+    const retry = pipeline.rebuild();
     (await builder.next()).release();
     await retry;
     assert.equal(manager.status().state, 'ready');
@@ -106,8 +110,7 @@ describe('IndexManager', () => {
   it('never installs an index older than the live one', async () => {
     const catalog = new Catalog();
     catalog.setSource('s', [tool('x')]);
-    const builder = new GatedBuilder(embedder);
-    const manager = new IndexManager(builder, catalog.snapshot());
+    const manager = new IndexManager(catalog.snapshot());
     const older = (await buildSearchIndex(catalog.snapshot(), { embedder })).index;
     catalog.setSource('s', [tool('y')]);
     const newer = (await buildSearchIndex(catalog.snapshot(), { embedder })).index;

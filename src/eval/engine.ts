@@ -4,6 +4,7 @@ import { loadConfig, type Config } from '../config/config.js';
 import { createEmbedder, type Embedder } from '../embedding/embedder.js';
 import { MemoryEmbeddingCache } from '../index/embedding-cache.js';
 import { LocalIndexBuilder } from '../index/local-builder.js';
+import { LocalIndexPipeline } from '../index/local-pipeline.js';
 import { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
 import { SearchService } from '../search/search.js';
@@ -28,8 +29,8 @@ export async function createEngine(tools: Tool[], options: { config?: Config; em
     lexical: config.search.lexical,
     hnsw: config.search.hnsw,
   });
-  const indexes = new IndexManager(builder, catalog.snapshot());
-  await indexes.update(catalog.snapshot());
+  const indexes = new IndexManager(catalog.snapshot());
+  await new LocalIndexPipeline(indexes, builder).update(catalog.snapshot());
   const index = indexes.current;
   if (!index) throw new Error(`index build failed: ${indexes.status().lastError ?? 'unknown error'}`);
   return { catalog, search: new SearchService(catalog, indexes, embedder, config.search), index, embedder, config };

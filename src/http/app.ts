@@ -1,7 +1,7 @@
 import express, { type Express, type Router } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
-import type { IndexManager } from '../index/manager.js';
+import type { IndexManager, IndexPipeline } from '../index/manager.js';
 import type { SearchService } from '../search/search.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import { catalogRoutes } from './routes/catalog.js';
@@ -12,6 +12,7 @@ import { searchRoutes } from './routes/search.js';
 export interface AppDependencies {
   catalog: Catalog;
   indexes: IndexManager;
+  pipeline: IndexPipeline;
   search: SearchService;
   log: Logger;
   bodyLimit: string;

@@ -2,7 +2,7 @@ import type { CatalogSnapshot } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { EmbeddingCache } from './embedding-cache.js';
 import type { LexicalSettings } from './lexical.js';
-import type { IndexBuilder } from './manager.js';
+import type { IndexBuilder } from './local-pipeline.js';
 import { buildSearchIndex, type BuildStats, type SearchIndex } from './search-index.js';
 import type { HnswSettings } from './vector.js';
 

@@ -14,34 +14,25 @@ export interface IndexStatus {
   lastError?: string;
 }
 
-/** Turns a catalog snapshot into a search index: in this process, or through a queue and a worker. */
-export interface IndexBuilder {
-  build(snapshot: CatalogSnapshot): Promise<SearchIndex>;
-}
-
 export interface IndexManagerEvents {
   swapped: [SearchIndex];
   failed: [Error, string];
 }
 
 /**
- * Keeps one live index and rebuilds it when the catalog changes. Searches read `current` and never wait: while a build
- * runs they are served by the previous index, and a failed build leaves it in place. Builds run one at a time; when
- * the catalog changes during a build, only its newest snapshot is built next, and an index is never replaced by one
- * built from an older snapshot.
+ * Holds the live index that searches read, and what is known about builds. Swaps are atomic (one reference) and
+ * ordered: every index comes with the version of the catalog snapshot it was built from, and one older than the live
+ * index is refused, so a slow build of a stale catalog never replaces a newer index. Who builds, and where, is the
+ * pipeline's business (in this process, or a queue worker).
  */
 export class IndexManager extends EventEmitter<IndexManagerEvents> {
   private live: SearchIndex | undefined;
+  private liveVersion = -Infinity;
   private latest: CatalogSnapshot;
-  private building: Promise<void> | undefined;
+  private pending = 0;
   private failure: { catalogHash: string; message: string } | undefined;
-  private generation = 0;
-  private swappedGeneration = -1;
 
-  constructor(
-    private readonly builder: IndexBuilder,
-    initial: CatalogSnapshot,
-  ) {
+  constructor(initial: CatalogSnapshot) {
     super();
     this.latest = initial;
   }
@@ -50,48 +41,58 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
     return this.live;
   }
 
-  /** Schedules a build of this snapshot (the newest wins) and resolves when the index has caught up or failed. */
-  update(snapshot: CatalogSnapshot): Promise<void> {
+  /** The snapshot searches should eventually be served from. */
+  get target(): CatalogSnapshot {
+    return this.latest;
+  }
+
+  setTarget(snapshot: CatalogSnapshot): void {
     this.latest = snapshot;
-    this.generation++;
-    return this.drain();
   }
 
-  /** Rebuilds the current snapshot even when an index for it exists (after a model change, or on request). */
-  rebuild(): Promise<void> {
-    this.generation++;
-    this.failure = undefined;
-    return this.drain(true);
-  }
-
-  /** Installs an index built elsewhere (another worker, a stored artifact) if it is not older than the live one. */
-  install(index: SearchIndex, generation = this.generation): boolean {
-    if (generation < this.swappedGeneration) return false;
+  /** Installs an index unless the live one comes from a newer catalog version. */
+  install(index: SearchIndex, version: number): boolean {
+    if (version < this.liveVersion) return false;
     this.live = index;
-    this.swappedGeneration = generation;
+    this.liveVersion = version;
     if (this.failure?.catalogHash === index.catalogHash) this.failure = undefined;
     this.emit('swapped', index);
     return true;
   }
 
-  /** Resolves once no build is running or pending. */
-  async idle(): Promise<void> {
-    while (this.building) await this.building;
+  /** Brackets a build so status shows `building` while any runs. */
+  async track<T>(work: Promise<T>): Promise<T> {
+    this.pending++;
+    try {
+      return await work;
+    } finally {
+      this.pending--;
+    }
+  }
+
+  recordFailure(catalogHash: string, error: Error): void {
+    this.failure = { catalogHash, message: error.message };
+    this.emit('failed', error, catalogHash);
+  }
+
+  clearFailure(): void {
+    this.failure = undefined;
+  }
+
+  failedFor(catalogHash: string): boolean {
+    return this.failure?.catalogHash === catalogHash;
   }
 
   status(): IndexStatus {
     const live = this.live;
     const upToDate = live?.catalogHash === this.latest.catalogHash;
-    const failedNow = this.failure?.catalogHash === this.latest.catalogHash;
-    const state: IndexState = this.building
-      ? 'building'
-      : failedNow
-        ? 'failed'
-        : upToDate
-          ? 'ready'
-          : live
-            ? 'building'
-            : 'empty';
+    const state: IndexState = this.failedFor(this.latest.catalogHash)
+      ? 'failed'
+      : upToDate
+        ? 'ready'
+        : this.pending > 0 || live
+          ? 'building'
+          : 'empty';
     return {
       state,
       catalogHash: this.latest.catalogHash,
@@ -102,33 +103,15 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
       ...(this.failure ? { lastError: this.failure.message } : {}),
     };
   }
+}
 
-  private drain(force = false): Promise<void> {
-    this.building ??= this.runBuilds(force).finally(() => {
-      this.building = undefined;
-    });
-    return this.building;
-  }
-
-  private async runBuilds(force: boolean): Promise<void> {
-    let forced = force;
-    for (;;) {
-      const snapshot = this.latest;
-      const generation = this.generation;
-      const current = !forced && this.live?.catalogHash === snapshot.catalogHash;
-      const alreadyFailed = this.failure?.catalogHash === snapshot.catalogHash;
-      if (current || (alreadyFailed && !forced)) return;
-      forced = false;
-      try {
-        const index = await this.builder.build(snapshot);
-        this.install(index, generation);
-        this.failure = undefined;
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        this.failure = { catalogHash: snapshot.catalogHash, message };
-        this.emit('failed', error instanceof Error ? error : new Error(message), snapshot.catalogHash);
-      }
-      if (this.latest.catalogHash === snapshot.catalogHash && generation === this.generation) return;
-    }
-  }
+/** Keeps the live index following the catalog: in this process, or through a queue and workers. */
+export interface IndexPipeline {
+  /** A new catalog snapshot to index; resolves when this process has done its part (not necessarily swapped). */
+  update(snapshot: CatalogSnapshot): Promise<void>;
+  /** Rebuilds the current snapshot even when an index for it exists. */
+  rebuild(): Promise<void>;
+  /** Resolves once no build started by this process is running or pending. */
+  idle(): Promise<void>;
+  close(): Promise<void>;
 }

@@ -49,7 +49,7 @@ export async function startRouter(overrides: Record<string, unknown> = {}): Prom
     post: (route, body) => request('POST', route, body),
     indexed: async () => {
       for (;;) {
-        await router.indexes.idle();
+        await router.pipeline.idle();
         if (router.indexes.current?.catalogHash === router.catalog.snapshot().catalogHash) return;
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
