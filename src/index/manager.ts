@@ -31,6 +31,7 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
   private latest: CatalogSnapshot;
   private pending = 0;
   private failure: { catalogHash: string; message: string } | undefined;
+  private lastError: string | undefined;
 
   constructor(initial: CatalogSnapshot) {
     super();
@@ -39,6 +40,11 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
 
   get current(): SearchIndex | undefined {
     return this.live;
+  }
+
+  /** Catalog version of the live index (-Infinity before the first). */
+  get version(): number {
+    return this.liveVersion;
   }
 
   /** The snapshot searches should eventually be served from. */
@@ -56,6 +62,7 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
     this.live = index;
     this.liveVersion = version;
     if (this.failure?.catalogHash === index.catalogHash) this.failure = undefined;
+    if (index.catalogHash === this.latest.catalogHash) this.lastError = undefined;
     this.emit('swapped', index);
     return true;
   }
@@ -72,11 +79,18 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
 
   recordFailure(catalogHash: string, error: Error): void {
     this.failure = { catalogHash, message: error.message };
+    this.lastError = error.message;
     this.emit('failed', error, catalogHash);
+  }
+
+  /** An error worth showing (a build attempt that will be retried) that does not make the index failed. */
+  reportError(message: string): void {
+    this.lastError = message;
   }
 
   clearFailure(): void {
     this.failure = undefined;
+    this.lastError = undefined;
   }
 
   failedFor(catalogHash: string): boolean {
@@ -100,7 +114,7 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
       model: live?.model ?? null,
       tools: live?.size ?? 0,
       builtAt: live?.builtAt ?? null,
-      ...(this.failure ? { lastError: this.failure.message } : {}),
+      ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
     };
   }
 }

@@ -1,0 +1,34 @@
+import { Catalog, type CatalogSnapshot } from './catalog.js';
+import type { Tool } from './types.js';
+
+interface EncodedSnapshot {
+  catalogHash: string;
+  separator: string;
+  sources: { source: string; server?: string; tools: Tool[] }[];
+}
+
+/** A snapshot as JSON, for a worker in another process to index exactly what the API saw. */
+export function encodeSnapshot(snapshot: CatalogSnapshot, separator: string): string {
+  const sources: EncodedSnapshot['sources'] = [];
+  for (const entry of snapshot.entries) {
+    let last = sources.at(-1);
+    if (last?.source !== entry.source) {
+      last = { source: entry.source, ...(entry.server === undefined ? {} : { server: entry.server }), tools: [] };
+      sources.push(last);
+    }
+    last.tools.push(entry.tool);
+  }
+  return JSON.stringify({ catalogHash: snapshot.catalogHash, separator, sources } satisfies EncodedSnapshot);
+}
+
+/** Rebuilds the snapshot and checks it hashes to what the encoder saw, so a worker never indexes a different catalog. */
+export function decodeSnapshot(json: string): CatalogSnapshot {
+  const encoded = JSON.parse(json) as EncodedSnapshot;
+  const catalog = new Catalog({ separator: encoded.separator });
+  for (const { source, server, tools } of encoded.sources) catalog.setSource(source, tools, server);
+  const snapshot = catalog.snapshot();
+  if (snapshot.catalogHash !== encoded.catalogHash) {
+    throw new Error(`catalog snapshot hashes to ${snapshot.catalogHash}, expected ${encoded.catalogHash}`);
+  }
+  return snapshot;
+}

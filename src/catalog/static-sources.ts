@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { withRedis, type RedisKeys } from '../redis.js';
+import type { Catalog, CatalogSnapshot } from './catalog.js';
+
+/**
+ * Where static sources (`PUT /v1/catalog/sources/:source`) live. Validation and clash checks happen in the catalog
+ * before anything is stored, so a rejected request changes nothing anywhere.
+ */
+export interface StaticSources {
+  put(source: string, tools: unknown): Promise<CatalogSnapshot>;
+  /** False when there was no such source. */
+  delete(source: string): Promise<boolean>;
+}
+
+/** Static sources of this process only (no Redis). */
+export class LocalStaticSources implements StaticSources {
+  constructor(private readonly catalog: Catalog) {}
+
+  async put(source: string, tools: unknown): Promise<CatalogSnapshot> {
+    return this.catalog.setSource(source, tools);
+  }
+
+  async delete(source: string): Promise<boolean> {
+    return this.catalog.removeSource(source);
+  }
+}
+
+/**
+ * Static sources shared by every API instance: stored in a Redis hash and announced on a channel, so a source PUT to
+ * one instance is searchable (and its tools resolvable) on all of them, and survives restarts.
+ */
+export class RedisStaticSources implements StaticSources {
+  private readonly origin = randomUUID();
+
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly redis: Redis,
+    private readonly subscriber: Redis,
+    private readonly keys: RedisKeys,
+    private readonly log: Logger,
+  ) {}
+
+  /** Loads every stored source, then follows changes made through other instances. */
+  async start(): Promise<void> {
+    this.subscriber.on('message', (channel, message) => {
+      if (channel !== this.keys.staticSourcesChannel) return;
+      const event = JSON.parse(message) as { source: string; origin: string };
+      if (event.origin !== this.origin) void this.reload(event.source);
+    });
+    await this.subscriber.subscribe(this.keys.staticSourcesChannel);
+    const stored = await this.redis.hgetall(this.keys.staticSources);
+    for (const [source, tools] of Object.entries(stored)) this.apply(source, tools);
+  }
+
+  /** Stored first, applied second: if Redis is down the request fails and no instance has changed. */
+  async put(source: string, tools: unknown): Promise<CatalogSnapshot> {
+    const valid = this.catalog.check(source, tools);
+    await withRedis('storing the source', () => this.redis.hset(this.keys.staticSources, source, JSON.stringify(valid)));
+    const snapshot = this.catalog.setSource(source, valid);
+    await this.announce(source);
+    return snapshot;
+  }
+
+  async delete(source: string): Promise<boolean> {
+    const removedStored = await withRedis('deleting the source', () => this.redis.hdel(this.keys.staticSources, source));
+    const removedHere = this.catalog.removeSource(source);
+    if (removedStored > 0) await this.announce(source);
+    return removedHere || removedStored > 0;
+  }
+
+  /** Best effort: the source is stored; an instance that misses this hears of it at its next start. */
+  private async announce(source: string): Promise<void> {
+    try {
+      await this.redis.publish(this.keys.staticSourcesChannel, JSON.stringify({ source, origin: this.origin }));
+    } catch (error) {
+      this.log.warn({ err: error, source }, 'could not announce a static source change to other instances');
+    }
+  }
+
+  private async reload(source: string): Promise<void> {
+    try {
+      const tools = await this.redis.hget(this.keys.staticSources, source);
+      if (tools === null) this.catalog.removeSource(source);
+      else this.apply(source, tools);
+    } catch (error) {
+      this.log.error({ err: error, source }, 'could not reload a static source changed by another instance');
+    }
+  }
+
+  private apply(source: string, tools: string): void {
+    try {
+      this.catalog.setSource(source, JSON.parse(tools));
+    } catch (error) {
+      // Another instance accepted it, so this is a clash with something only this instance has (an upstream).
+      this.log.error({ err: error, source }, 'stored static source does not fit this instance\'s catalog');
+    }
+  }
+}

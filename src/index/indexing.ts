@@ -1,0 +1,89 @@
+import type { Logger } from 'pino';
+import type { Catalog } from '../catalog/catalog.js';
+import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
+import type { Config } from '../config/config.js';
+import type { Embedder } from '../embedding/embedder.js';
+import { connectRedis, RedisKeys } from '../redis.js';
+import { MemoryEmbeddingCache } from './embedding-cache.js';
+import { LocalIndexBuilder } from './local-builder.js';
+import { LocalIndexPipeline } from './local-pipeline.js';
+import { IndexManager, type IndexPipeline } from './manager.js';
+import { RedisIndexPipeline } from './redis/redis-pipeline.js';
+
+export interface Indexing {
+  indexes: IndexManager;
+  pipeline: IndexPipeline;
+  sources: StaticSources;
+  close(): Promise<void>;
+}
+
+/**
+ * Sets up how the catalog becomes a live index: through Redis and BullMQ workers when `redisUrl` is set (shared by
+ * every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
+ */
+export async function startIndexing(config: Config, catalog: Catalog, embedder: Embedder, log: Logger): Promise<Indexing> {
+  if (!config.redisUrl) {
+    const indexes = new IndexManager(catalog.snapshot());
+    const builder = new LocalIndexBuilder({
+      embedder,
+      cache: new MemoryEmbeddingCache(),
+      lexical: config.search.lexical,
+      hnsw: config.search.hnsw,
+      onBuilt: (stats, index) => log.info({ ...stats, catalogHash: index.catalogHash }, 'index built'),
+    });
+    const pipeline = new LocalIndexPipeline(indexes, builder);
+    follow(catalog, indexes, pipeline, log);
+    return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };
+  }
+
+  const keys = new RedisKeys(config.queue.prefix);
+  const redis = connectRedis(config.redisUrl, 'toolrouter-api', log);
+  const subscriber = connectRedis(config.redisUrl, 'toolrouter-api-events', log);
+  const close = async () => {
+    redis.disconnect();
+    subscriber.disconnect();
+  };
+  try {
+    const sources = new RedisStaticSources(catalog, redis, subscriber, keys, log);
+    // Stored static sources first: the catalog must be complete before it is compared with the stored index.
+    await sources.start();
+    const indexes = new IndexManager(catalog.snapshot());
+    const pipeline = new RedisIndexPipeline(indexes, {
+      redisUrl: config.redisUrl,
+      redis,
+      subscriber,
+      keys,
+      model: embedder.modelId,
+      separator: config.catalog.separator,
+      lexical: config.search.lexical,
+      log,
+      job: { attempts: config.queue.attempts, backoffMs: config.queue.backoffMs },
+    });
+    await pipeline.start();
+    follow(catalog, indexes, pipeline, log);
+    return {
+      indexes,
+      pipeline,
+      sources,
+      close: async () => {
+        await pipeline.close();
+        await close();
+      },
+    };
+  } catch (error) {
+    await close();
+    throw new Error(`could not start the Redis index pipeline at ${redactUrl(config.redisUrl)}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+function follow(catalog: Catalog, indexes: IndexManager, pipeline: IndexPipeline, log: Logger): void {
+  indexes.on('failed', (error, catalogHash) => log.error({ err: error, catalogHash }, 'index build failed'));
+  const update = (snapshot = catalog.snapshot()) =>
+    void pipeline.update(snapshot).catch((error: unknown) => log.error({ err: error }, 'index update failed'));
+  catalog.on('change', update);
+  update();
+}
+
+function redactUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//***@');
+}

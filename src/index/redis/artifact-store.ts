@@ -1,0 +1,79 @@
+import type { Redis } from 'ioredis';
+import type { RedisKeys } from '../../redis.js';
+
+export interface IndexPointer {
+  hash: string;
+  version: number;
+  builtAt: string;
+}
+
+/** What API instances hear on the index channel. */
+export type IndexEvent =
+  | { type: 'swapped'; hash: string; version: number }
+  | { type: 'failed'; hash: string; error: string; final: boolean }
+  | { type: 'superseded'; hash: string };
+
+/**
+ * Moves the pointer only forward: a build for an older catalog version never replaces a newer index, whichever worker
+ * finishes first. The promoted artifact is kept; the one it replaces expires a day later (instances still loading it
+ * have time to finish). Publishes the swap in the same script, so no instance can miss the pointer move.
+ */
+const PROMOTE = `
+local current = redis.call('GET', KEYS[1])
+local version = tonumber(ARGV[2])
+if current then
+  local decoded = cjson.decode(current)
+  if tonumber(decoded.version) > version then return 0 end
+  if decoded.hash ~= ARGV[1] then redis.call('EXPIRE', ARGV[5] .. decoded.hash, 86400) end
+end
+redis.call('SET', KEYS[1], cjson.encode({hash = ARGV[1], version = version, builtAt = ARGV[3]}))
+redis.call('PERSIST', KEYS[2])
+redis.call('PUBLISH', ARGV[4], cjson.encode({type = 'swapped', hash = ARGV[1], version = version}))
+return 1
+`;
+
+export class ArtifactStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+    private readonly model: string,
+  ) {}
+
+  /** New artifacts expire unless promoted, so abandoned builds clean themselves up. */
+  async put(catalogHash: string, artifact: Buffer): Promise<void> {
+    await this.redis.set(this.keys.artifact(this.model, catalogHash), artifact, 'EX', 7 * 24 * 3600);
+  }
+
+  async get(catalogHash: string): Promise<Buffer | null> {
+    return this.redis.getBuffer(this.keys.artifact(this.model, catalogHash));
+  }
+
+  async has(catalogHash: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.artifact(this.model, catalogHash))) === 1;
+  }
+
+  async pointer(): Promise<IndexPointer | null> {
+    const raw = await this.redis.get(this.keys.indexPointer(this.model));
+    return raw ? (JSON.parse(raw) as IndexPointer) : null;
+  }
+
+  /** Points every instance at this artifact unless a newer version is already live; true when it moved. */
+  async promote(catalogHash: string, version: number, builtAt: string): Promise<boolean> {
+    const moved = await this.redis.eval(
+      PROMOTE,
+      2,
+      this.keys.indexPointer(this.model),
+      this.keys.artifact(this.model, catalogHash),
+      catalogHash,
+      String(version),
+      builtAt,
+      this.keys.indexChannel(this.model),
+      this.keys.artifact(this.model, ''),
+    );
+    return moved === 1;
+  }
+
+  async publish(event: IndexEvent): Promise<void> {
+    await this.redis.publish(this.keys.indexChannel(this.model), JSON.stringify(event));
+  }
+}

@@ -1,0 +1,68 @@
+import type { Redis } from 'ioredis';
+import { decodeSnapshot } from '../../catalog/snapshot-codec.js';
+import type { Embedder } from '../../embedding/embedder.js';
+import type { RedisKeys } from '../../redis.js';
+import { serializeIndex } from '../artifact.js';
+import type { EmbeddingCache } from '../embedding-cache.js';
+import type { LexicalSettings } from '../lexical.js';
+import { buildSearchIndex } from '../search-index.js';
+import type { HnswSettings } from '../vector.js';
+import { ArtifactStore } from './artifact-store.js';
+
+/** What the API puts on the queue: which snapshot, as of which catalog version, for which model. */
+export interface BuildJobData {
+  catalogHash: string;
+  version: number;
+  model: string;
+  /** Build even when an artifact for this snapshot exists (POST /v1/index/rebuild). */
+  force?: boolean;
+}
+
+export type BuildJobResult =
+  | { outcome: 'built'; tools: number; embedded: number; durationMs: number; bytes: number; promoted: boolean }
+  | { outcome: 'reused'; promoted: boolean }
+  | { outcome: 'superseded'; latest: string };
+
+export interface BuildJobDeps {
+  redis: Redis;
+  keys: RedisKeys;
+  embedder: Embedder;
+  cache: EmbeddingCache;
+  lexical: LexicalSettings;
+  hnsw: HnswSettings;
+}
+
+/**
+ * One index build, as the worker runs it. A job whose snapshot is no longer the newest is skipped: its catalog is
+ * gone, and the newer snapshot has (or will have) its own job. The version promoted is the newest one this hash was
+ * published under, so a catalog that went A → B → A promotes A over B.
+ */
+export async function runBuildJob(data: BuildJobData, deps: BuildJobDeps): Promise<BuildJobResult> {
+  const { redis, keys, embedder } = deps;
+  if (data.model !== embedder.modelId) {
+    throw new Error(`job is for model ${data.model} but this worker embeds with ${embedder.modelId}`);
+  }
+  const store = new ArtifactStore(redis, keys, data.model);
+  const latest = await readLatest(redis, keys);
+  if (latest && latest.hash !== data.catalogHash && latest.version > data.version) {
+    await store.publish({ type: 'superseded', hash: data.catalogHash });
+    return { outcome: 'superseded', latest: latest.hash };
+  }
+  const version = Math.max(data.version, latest?.hash === data.catalogHash ? latest.version : 0);
+  if (!data.force && (await store.has(data.catalogHash))) {
+    return { outcome: 'reused', promoted: await store.promote(data.catalogHash, version, new Date().toISOString()) };
+  }
+  const encoded = await redis.get(keys.catalogSnapshot(data.catalogHash));
+  if (!encoded) throw new Error(`catalog snapshot ${data.catalogHash} is not in Redis (expired, or never stored)`);
+  const snapshot = decodeSnapshot(encoded);
+  const { index, stats } = await buildSearchIndex(snapshot, deps);
+  const artifact = serializeIndex(index, deps.hnsw);
+  await store.put(data.catalogHash, artifact);
+  const promoted = await store.promote(data.catalogHash, version, index.builtAt);
+  return { outcome: 'built', ...stats, bytes: artifact.length, promoted };
+}
+
+export async function readLatest(redis: Redis, keys: RedisKeys): Promise<{ hash: string; version: number } | null> {
+  const raw = await redis.get(keys.catalogLatest);
+  return raw ? (JSON.parse(raw) as { hash: string; version: number }) : null;
+}

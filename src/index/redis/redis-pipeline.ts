@@ -1,0 +1,176 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { CatalogSnapshot } from '../../catalog/catalog.js';
+import { encodeSnapshot } from '../../catalog/snapshot-codec.js';
+import type { RedisKeys } from '../../redis.js';
+import { deserializeIndex } from '../artifact.js';
+import type { LexicalSettings } from '../lexical.js';
+import type { IndexManager, IndexPipeline } from '../manager.js';
+import { ArtifactStore, type IndexEvent } from './artifact-store.js';
+import type { BuildJobData } from './build-job.js';
+
+export interface RedisPipelineOptions {
+  redisUrl: string;
+  redis: Redis;
+  /** A second connection: a subscribed Redis connection can do nothing else. */
+  subscriber: Redis;
+  keys: RedisKeys;
+  model: string;
+  separator: string;
+  lexical: LexicalSettings;
+  log: Logger;
+  job: { attempts: number; backoffMs: number };
+}
+
+/**
+ * The shared pipeline: the API publishes each new catalog snapshot and enqueues a build (job id = catalog hash, so
+ * instances asking for the same catalog collapse into one job); workers build; every instance hears the swap and
+ * loads the same artifact. Until then searches are served by the index already loaded.
+ */
+export class RedisIndexPipeline implements IndexPipeline {
+  private readonly queue: Queue<BuildJobData>;
+  private readonly store: ArtifactStore;
+  private readonly waiters = new Set<() => void>();
+  private closed = false;
+
+  constructor(
+    private readonly manager: IndexManager,
+    private readonly options: RedisPipelineOptions,
+  ) {
+    this.store = new ArtifactStore(options.redis, options.keys, options.model);
+    // BullMQ manages (and watches) its own connection; blocking commands need maxRetriesPerRequest null.
+    this.queue = new Queue<BuildJobData>(options.keys.indexQueue, { connection: { url: options.redisUrl, maxRetriesPerRequest: null } });
+    this.queue.on('error', (error) => options.log.warn({ err: error }, 'index queue error'));
+    manager.on('swapped', () => this.wake());
+    manager.on('failed', () => this.wake());
+  }
+
+  /** Subscribes to swaps and loads the index Redis already points at, so a restarted instance serves at once. */
+  async start(): Promise<void> {
+    const { subscriber, keys, model, log } = this.options;
+    subscriber.on('message', (channel, message) => {
+      if (channel !== keys.indexChannel(model)) return;
+      void this.onEvent(JSON.parse(message) as IndexEvent).catch((error: unknown) =>
+        log.error({ err: error }, 'could not apply index event'),
+      );
+    });
+    await subscriber.subscribe(keys.indexChannel(model));
+    const pointer = await this.store.pointer();
+    if (pointer) await this.load(pointer.hash, pointer.version);
+  }
+
+  async update(snapshot: CatalogSnapshot): Promise<void> {
+    this.manager.setTarget(snapshot);
+    if (this.manager.current?.catalogHash === snapshot.catalogHash) return;
+    await this.manager.track(this.requestWithRetry(snapshot, false));
+  }
+
+  async rebuild(): Promise<void> {
+    this.manager.clearFailure();
+    await this.manager.track(this.requestWithRetry(this.manager.target, true));
+  }
+
+  /** Resolves when the index for the current catalog is live, or its build failed. */
+  async idle(): Promise<void> {
+    while (!this.closed && !this.settled()) await new Promise<void>((resolve) => this.waiters.add(resolve));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.wake();
+    await this.queue.close();
+  }
+
+  /**
+   * Redis may be away when the catalog changes; searches go on from the loaded index, the error shows in status, and
+   * the request is repeated (with backoff) until it goes through or a newer catalog replaces it.
+   */
+  private async requestWithRetry(snapshot: CatalogSnapshot, force: boolean): Promise<void> {
+    for (let attempt = 0; !this.closed && this.manager.target.catalogHash === snapshot.catalogHash; attempt++) {
+      try {
+        await this.request(snapshot, force);
+        return;
+      } catch (error) {
+        const message = `could not queue the index build: ${error instanceof Error ? error.message : String(error)}`;
+        this.manager.reportError(message);
+        this.options.log.warn({ catalogHash: snapshot.catalogHash, attempt }, message);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(500 * 2 ** attempt, 30_000)).unref());
+      }
+    }
+  }
+
+  private settled(): boolean {
+    const target = this.manager.target.catalogHash;
+    return this.manager.current?.catalogHash === target || this.manager.failedFor(target);
+  }
+
+  private wake(): void {
+    for (const resolve of this.waiters) resolve();
+    this.waiters.clear();
+  }
+
+  /**
+   * Publishes the snapshot under a new catalog version and asks for it to be indexed. An artifact that already exists
+   * (the catalog changed back, or another instance got there first) is promoted without a build.
+   */
+  private async request(snapshot: CatalogSnapshot, force: boolean): Promise<void> {
+    const { redis, keys, model, separator, job } = this.options;
+    const version = await redis.incr(keys.catalogVersion);
+    await redis
+      .multi()
+      .set(keys.catalogSnapshot(snapshot.catalogHash), encodeSnapshot(snapshot, separator), 'EX', 24 * 3600)
+      .set(keys.catalogLatest, JSON.stringify({ hash: snapshot.catalogHash, version }))
+      .exec();
+    if (!force && (await this.store.has(snapshot.catalogHash))) {
+      await this.store.promote(snapshot.catalogHash, version, new Date().toISOString());
+    } else {
+      await this.queue.add(
+        'build',
+        { catalogHash: snapshot.catalogHash, version, model, ...(force ? { force } : {}) },
+        {
+          // A forced rebuild must not collapse into a finished job for the same catalog.
+          jobId: force ? `${snapshot.catalogHash}-rebuild-${version}` : snapshot.catalogHash,
+          attempts: job.attempts,
+          backoff: { type: 'exponential', delay: job.backoffMs },
+          removeOnComplete: true,
+          removeOnFail: true,
+        },
+      );
+    }
+    await this.idleFor(snapshot.catalogHash);
+  }
+
+  /** Waits until this snapshot is live, failed, or no longer the one wanted. */
+  private async idleFor(catalogHash: string): Promise<void> {
+    while (!this.closed && this.manager.target.catalogHash === catalogHash && !this.settled()) {
+      await new Promise<void>((resolve) => this.waiters.add(resolve));
+    }
+  }
+
+  private async onEvent(event: IndexEvent): Promise<void> {
+    if (event.type === 'swapped') {
+      await this.load(event.hash, event.version);
+    } else if (event.type === 'failed') {
+      if (event.final) this.manager.recordFailure(event.hash, new Error(event.error));
+      else this.manager.reportError(event.error);
+    } else {
+      this.wake();
+    }
+  }
+
+  private async load(catalogHash: string, version: number): Promise<void> {
+    const artifact = await this.store.get(catalogHash);
+    if (!artifact) {
+      this.options.log.warn({ catalogHash }, 'index pointer names an artifact that is gone; waiting for a rebuild');
+      return;
+    }
+    const index = deserializeIndex(artifact, this.options.lexical);
+    // The index of the very catalog this instance wants is never stale, even when its version number is lower: a
+    // Redis restarted without persistence counts versions from 1 again.
+    const effective = catalogHash === this.manager.target.catalogHash ? Math.max(version, this.manager.version) : version;
+    if (this.manager.install(index, effective)) {
+      this.options.log.info({ catalogHash, version, tools: index.size }, 'index swapped');
+    }
+  }
+}

@@ -1,0 +1,67 @@
+import { Worker, type Job } from 'bullmq';
+import type { Logger } from 'pino';
+import type { Config } from '../../config/config.js';
+import { createEmbedder } from '../../embedding/embedder.js';
+import { connectRedis, RedisKeys } from '../../redis.js';
+import { ArtifactStore } from './artifact-store.js';
+import { runBuildJob, type BuildJobData, type BuildJobResult } from './build-job.js';
+import { RedisEmbeddingCache } from './embedding-cache.js';
+
+export interface IndexWorker {
+  /** Finishes the job in hand, then stops taking jobs and closes connections. */
+  close(): Promise<void>;
+}
+
+/** A BullMQ worker that builds indexes: embeds what the shared cache lacks, stores the artifact, promotes it. */
+export async function startIndexWorker(config: Config, log: Logger): Promise<IndexWorker> {
+  if (!config.redisUrl) throw new Error('the index worker needs REDIS_URL');
+  const keys = new RedisKeys(config.queue.prefix);
+  const redis = connectRedis(config.redisUrl, 'toolrouter-worker', log);
+  const embedder = await createEmbedder({
+    model: config.embedding.model,
+    modelsDir: config.embedding.modelsDir,
+    allowRemoteModels: config.embedding.allowRemoteModels,
+    batchSize: config.embedding.batchSize,
+  });
+  const deps = {
+    redis,
+    keys,
+    embedder,
+    cache: new RedisEmbeddingCache(redis, keys),
+    lexical: config.search.lexical,
+    hnsw: config.search.hnsw,
+  };
+  const worker = new Worker<BuildJobData, BuildJobResult>(
+    keys.indexQueue,
+    async (job: Job<BuildJobData>) => {
+      log.info({ jobId: job.id, catalogHash: job.data.catalogHash, version: job.data.version, attempt: job.attemptsMade + 1 }, 'index build started');
+      const result = await runBuildJob(job.data, deps);
+      log.info({ jobId: job.id, ...result }, 'index build finished');
+      return result;
+    },
+    {
+      connection: { url: config.redisUrl, maxRetriesPerRequest: null },
+      concurrency: 1,
+      lockDuration: config.queue.lockDurationMs,
+      stalledInterval: config.queue.stalledIntervalMs,
+    },
+  );
+  worker.on('failed', (job, error) => {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1);
+    log.error({ jobId: job.id, err: error, attempt: job.attemptsMade, final }, 'index build failed');
+    const store = new ArtifactStore(redis, keys, job.data.model);
+    void store
+      .publish({ type: 'failed', hash: job.data.catalogHash, error: error.message, final })
+      .catch((publishError: unknown) => log.error({ err: publishError }, 'could not announce the failure'));
+  });
+  worker.on('error', (error) => log.warn({ err: error }, 'index worker error'));
+  await worker.waitUntilReady();
+  log.info({ queue: keys.indexQueue, model: embedder.modelId }, 'index worker ready');
+  return {
+    close: async () => {
+      await worker.close();
+      redis.disconnect();
+    },
+  };
+}

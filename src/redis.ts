@@ -1,0 +1,87 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+
+/**
+ * Every Redis key and channel toolrouter uses, under one prefix so several deployments (or test runs) can share a
+ * Redis without seeing each other.
+ */
+export class RedisKeys {
+  constructor(readonly prefix: string) {}
+
+  /** BullMQ queue of index builds (BullMQ adds its own `bull:` prefix, so the name carries ours). */
+  get indexQueue(): string {
+    return `${this.prefix}-index`;
+  }
+  catalogSnapshot(catalogHash: string): string {
+    return `${this.prefix}:catalog:${catalogHash}`;
+  }
+  /** Counter giving every published catalog snapshot a version, across all API instances. */
+  get catalogVersion(): string {
+    return `${this.prefix}:catalog:version`;
+  }
+  /** `{hash, version}` of the newest snapshot any instance asked to index. */
+  get catalogLatest(): string {
+    return `${this.prefix}:catalog:latest`;
+  }
+  artifact(model: string, catalogHash: string): string {
+    return `${this.prefix}:index:${model}:${catalogHash}`;
+  }
+  /** `{hash, version, builtAt}` of the index every instance should serve for this model. */
+  indexPointer(model: string): string {
+    return `${this.prefix}:index:${model}:current`;
+  }
+  indexChannel(model: string): string {
+    return `${this.prefix}:index:${model}:events`;
+  }
+  embedding(model: string, textHash: string): string {
+    return `${this.prefix}:emb:${model}:${textHash}`;
+  }
+  get staticSources(): string {
+    return `${this.prefix}:sources`;
+  }
+  get staticSourcesChannel(): string {
+    return `${this.prefix}:sources:events`;
+  }
+}
+
+/** Redis could not be reached: the request failed, and nothing was changed. */
+export class RedisUnavailableError extends Error {
+  override readonly name = 'RedisUnavailableError';
+
+  constructor(action: string, cause: unknown) {
+    super(`Redis is unavailable, so ${action} failed and nothing was changed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+/** Runs a Redis command, turning connection failures into RedisUnavailableError. */
+export async function withRedis<T>(action: string, command: () => Promise<T>): Promise<T> {
+  try {
+    return await command();
+  } catch (error) {
+    throw new RedisUnavailableError(action, error);
+  }
+}
+
+/**
+ * A Redis connection that fails commands fast while Redis is away (instead of queueing them forever) and keeps
+ * reconnecting in the background, so a request during an outage gets an error, not a hang.
+ */
+export function connectRedis(url: string, name: string, log?: Logger): Redis {
+  const redis = new Redis(url, {
+    connectionName: name,
+    maxRetriesPerRequest: 2,
+    enableOfflineQueue: true,
+    retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 5_000),
+  });
+  // Without a listener ioredis prints every failed reconnect; one line per outage is enough.
+  let down = false;
+  redis.on('error', (error) => {
+    if (!down) log?.warn({ err: error, connection: name }, 'Redis connection lost; reconnecting');
+    down = true;
+  });
+  redis.on('ready', () => {
+    if (down) log?.info({ connection: name }, 'Redis connection restored');
+    down = false;
+  });
+  return redis;
+}
