@@ -1,6 +1,7 @@
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvDraft04 from 'ajv-draft-04';
+import ajvFormats from 'ajv-formats';
 
 /**
  * Real MCP servers publish input schemas in several JSON Schema dialects: draft-07 from most generators, 2020-12 as
@@ -9,6 +10,7 @@ import ajvDraft04 from 'ajv-draft-04';
  */
 // ajv-draft-04 is CommonJS whose class is both module.exports and .default; NodeNext types see only the latter.
 const AjvDraft04 = ajvDraft04.default;
+const addFormats = ajvFormats.default;
 
 const dialects = [
   { id: 'draft-07', ajv: new Ajv({ strict: false, allErrors: true }) },
@@ -34,4 +36,72 @@ export function schemaProblem(schema: Record<string, unknown>): string | undefin
     }
   }
   return firstProblem ?? 'not a valid JSON Schema';
+}
+
+/** A compiled argument validator: the list of problems (`path: message`), empty when the value is valid. */
+export type SchemaValidator = (value: unknown) => string[];
+
+/**
+ * Separate instances for validating data: they know the common string formats (email, uri, date-time, ...), which the
+ * meta-schema checks above have no use for, and never add compiled schemas to their registry, so two tools may share an
+ * `$id` and a re-listed catalog does not pile up entries.
+ */
+const compilers = [
+  { id: 'draft-07', ajv: withFormats(new Ajv({ strict: false, allErrors: true, addUsedSchema: false, logger: false })) },
+  { id: '2020-12', ajv: withFormats(new Ajv2020({ strict: false, allErrors: true, addUsedSchema: false, logger: false })) },
+  { id: 'draft-04', ajv: withFormats(new AjvDraft04({ strict: false, allErrors: true, addUsedSchema: false, logger: false })) },
+];
+
+const COMPILED_CACHE_SIZE = 2_000;
+/** Keyed by the schema's JSON text: a re-listed tool with the same schema reuses its validator. Oldest evicted first. */
+const compiled = new Map<string, SchemaValidator>();
+
+/**
+ * Compiles a schema for validating values, in the first dialect (declared `$schema` first, as `schemaProblem` orders
+ * them) whose meta-schema accepts it. Cached by schema text; code generation costs about a millisecond per schema, so
+ * callers compile lazily, when a tool is first called.
+ */
+export function compileSchema(schema: Record<string, unknown>): SchemaValidator {
+  const key = JSON.stringify(schema);
+  const cached = compiled.get(key);
+  if (cached) {
+    // Refresh its position so frequently called tools stay cached.
+    compiled.delete(key);
+    compiled.set(key, cached);
+    return cached;
+  }
+  const declared = typeof schema.$schema === 'string' ? schema.$schema : '';
+  const ordered = [...compilers].sort((a, b) => Number(declared.includes(b.id)) - Number(declared.includes(a.id)));
+  let lastError: unknown;
+  for (const { ajv } of ordered) {
+    try {
+      if (ajv.validateSchema(schema) !== true) continue;
+      const validate = ajv.compile(schema);
+      // compile() caches by object identity; the string-keyed cache above replaces that, so drop ajv's entry.
+      ajv.removeSchema(schema);
+      const validator: SchemaValidator = (value) =>
+        validate(value) ? [] : (validate.errors ?? []).map((error) => `${error.instancePath || '(root)'}: ${describeError(error)}`);
+      compiled.set(key, validator);
+      if (compiled.size > COMPILED_CACHE_SIZE) compiled.delete(compiled.keys().next().value!);
+      return validator;
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  throw new Error(`cannot compile schema: ${lastError instanceof Error ? lastError.message : (schemaProblem(schema) ?? 'not a valid JSON Schema')}`);
+}
+
+function describeError(error: { keyword: string; message?: string; params: Record<string, unknown> }): string {
+  const message = error.message ?? error.keyword;
+  // Ajv's messages leave out the names that make them actionable for a model fixing its call.
+  if (error.keyword === 'additionalProperties') return `${message} "${String(error.params.additionalProperty)}"`;
+  if (error.keyword === 'enum' && Array.isArray(error.params.allowedValues)) {
+    return `${message}: ${error.params.allowedValues.map((value) => JSON.stringify(value)).join(', ')}`;
+  }
+  return message;
+}
+
+function withFormats<T extends Parameters<typeof addFormats>[0]>(ajv: T): T {
+  addFormats(ajv);
+  return ajv;
 }

@@ -1,0 +1,66 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import { GatewayError, type McpGateway } from '../../mcp/gateway.js';
+import type { UpstreamManager } from '../../mcp/upstream.js';
+import { HttpError, parseBody } from '../errors.js';
+
+const callBody = z
+  .object({
+    name: z.string({ error: 'is required and must be a string' }).min(1, 'must not be empty'),
+    arguments: z.record(z.string(), z.unknown(), { error: 'must be an object' }).optional(),
+  })
+  // LiteLLM clients may send extra routing fields (server_id, ...); names are already unique, so they are ignored.
+  .loose();
+
+/**
+ * LiteLLM-compatible REST face of the MCP gateway: list every callable upstream tool, call one by name; and the
+ * upstream servers' status. Same gateway
+ * as /mcp, so the same argument validation and forwarding; failures map to statuses instead of isError results.
+ */
+export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): Router {
+  const router = Router();
+
+  // Upstream server health: state, tool count, last error (with the server's last stderr lines), clashes.
+  router.get('/v1/mcp/servers', (_req, res) => {
+    res.json({ servers: upstreams.status() });
+  });
+
+  router.get('/mcp-rest/tools/list', (req, res) => {
+    // LiteLLM filters by server with ?server_id=; here the server id is the configured server name.
+    const server = typeof req.query.server_id === 'string' ? req.query.server_id : undefined;
+    const tools = gateway
+      .callableEntries()
+      .filter((entry) => server === undefined || entry.source === server)
+      .map((entry) => ({ ...entry.tool, mcp_info: { server_name: entry.source } }));
+    res.json({ tools });
+  });
+
+  router.post('/mcp-rest/tools/call', async (req, res) => {
+    const body = parseBody(callBody, req.body);
+    try {
+      // A result with isError: true is the tool's own answer and passes through with 200.
+      res.json(await gateway.callTool(body.name, body.arguments));
+    } catch (error) {
+      throw error instanceof GatewayError ? toHttpError(error) : error;
+    }
+  });
+
+  return router;
+}
+
+function toHttpError(error: GatewayError): HttpError {
+  switch (error.kind) {
+    case 'unknown_tool':
+      return new HttpError(404, 'not_found', error.message);
+    case 'upstream_timeout':
+      return new HttpError(504, 'upstream_timeout', error.message);
+    case 'upstream_unavailable':
+      return new HttpError(502, 'upstream_unavailable', error.message);
+    case 'upstream_error':
+      return new HttpError(502, 'upstream_error', error.message);
+    case 'index_not_ready':
+      return new HttpError(503, 'index_not_ready', error.message);
+    default:
+      return new HttpError(400, 'invalid_request', error.message);
+  }
+}

@@ -1,0 +1,277 @@
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
+import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
+import type { Tool } from '../catalog/types.js';
+import { IndexNotReadyError, type SearchMode, type SearchService } from '../search/search.js';
+import { UpstreamError, type UpstreamManager } from './upstream.js';
+
+export interface GatewaySettings {
+  /** false: a plain aggregator, every callable tool in tools/list and no virtual tools. */
+  search: boolean;
+  searchToolName: string;
+  callToolName: string;
+  callTimeoutMs: number;
+  pageSize: number;
+  /** Most tools a query returns over all pages. */
+  queryLimit: number;
+  maxQueryLength: number;
+}
+
+export type GatewayErrorKind =
+  | 'unknown_tool'
+  | 'invalid_arguments'
+  | 'recursion'
+  | 'invalid_cursor'
+  | 'index_not_ready'
+  | 'upstream_timeout'
+  | 'upstream_unavailable'
+  | 'upstream_error';
+
+/** Why a gateway operation failed; each face maps kinds to its own error form (JSON-RPC, isError result, HTTP status). */
+export class GatewayError extends Error {
+  override readonly name = 'GatewayError';
+  constructor(
+    readonly kind: GatewayErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A search_tools match: the full definition as tools/list gives it, plus its scores. */
+export type ScoredTool = Tool & { score: number; scores: { bm25?: number; vector?: number } };
+
+export interface GatewayEvents {
+  /** What an unfiltered tools/list returns has changed (pinned tools came or went, or the aggregated catalog changed). */
+  listChanged: [];
+}
+
+/** `regex:<pattern>` in a query selects regex mode; anything else is searched in the configured mode. */
+const REGEX_PREFIX = 'regex:';
+
+/**
+ * The MCP gateway's behaviour, independent of transport: what tools/list shows, the virtual search_tools / call_tool,
+ * and forwarding calls to the owning upstream after validating arguments. The MCP server (/mcp, stdio) and the
+ * LiteLLM-style REST routes are thin faces over this. Only tools of upstream MCP servers are visible here: static
+ * catalog sources have nobody to forward a call to.
+ */
+export class McpGateway extends EventEmitter<GatewayEvents> {
+  private listSignature: string;
+  private readonly onCatalogChange = () => this.checkListChanged();
+
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly upstreams: UpstreamManager,
+    private readonly searchService: SearchService,
+    readonly settings: GatewaySettings,
+    private readonly log: Logger,
+  ) {
+    super();
+    // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
+    this.setMaxListeners(0);
+    this.listSignature = this.signature();
+    // The catalog announces changes of searchable text; upstream status also covers definition-only changes.
+    catalog.on('change', this.onCatalogChange);
+    upstreams.on('status', this.onCatalogChange);
+  }
+
+  /** search_tools and call_tool as tools/list shows them; none in aggregator mode. */
+  virtualTools(): Tool[] {
+    if (!this.settings.search) return [];
+    const { searchToolName, callToolName } = this.settings;
+    return [
+      {
+        name: searchToolName,
+        title: 'Search tools',
+        description:
+          `Find tools for a task among all tools of the connected MCP servers (most are not listed directly). ` +
+          `Describe what you want to do in plain words; returns the best matching tools with their full definitions ` +
+          `(name, description, inputSchema). Then call one with ${callToolName}. ` +
+          `"select:name1,name2" fetches tools by exact name; "regex:<pattern>" matches names and descriptions.`,
+        inputSchema: {
+          type: 'object',
+          properties: {
+            query: { type: 'string', minLength: 1, maxLength: this.settings.maxQueryLength, description: 'What you want to do, e.g. "send an email with an attachment"' },
+            top_k: {
+              type: 'integer',
+              minimum: 1,
+              maximum: this.searchService.settings.maxTopK,
+              description: `How many tools to return (default ${this.searchService.settings.topK})`,
+            },
+          },
+          required: ['query'],
+          additionalProperties: false,
+        },
+        outputSchema: {
+          type: 'object',
+          properties: {
+            tools: {
+              type: 'array',
+              description: 'Matching tools, best first: full tool definitions plus score',
+              items: { type: 'object', properties: { name: { type: 'string' }, score: { type: 'number' } }, required: ['name'] },
+            },
+          },
+          required: ['tools'],
+        },
+        annotations: { readOnlyHint: true, openWorldHint: false },
+      },
+      {
+        name: callToolName,
+        title: 'Call a tool',
+        description:
+          `Call any tool of the connected MCP servers by its exact name, including tools found with ${searchToolName}. ` +
+          `Arguments are checked against the tool's inputSchema first; the tool's own result is returned unchanged.`,
+        inputSchema: {
+          type: 'object',
+          properties: {
+            name: { type: 'string', minLength: 1, description: `Exact tool name as ${searchToolName} returned it` },
+            arguments: { type: 'object', description: "The tool's arguments, matching its inputSchema", additionalProperties: true },
+          },
+          required: ['name'],
+          additionalProperties: false,
+        },
+        annotations: { openWorldHint: true },
+      },
+    ];
+  }
+
+  isVirtual(name: string): boolean {
+    return this.settings.search && (name === this.settings.searchToolName || name === this.settings.callToolName);
+  }
+
+  /** A real tool the gateway can call (it comes from a connected upstream server). */
+  callable(name: string): CatalogEntry | undefined {
+    const entry = this.catalog.get(name);
+    return entry && this.upstreams.ownsSource(entry.source) ? entry : undefined;
+  }
+
+  /** Every callable tool, in catalog order. */
+  callableEntries(): CatalogEntry[] {
+    return this.catalog.snapshot().entries.filter((entry) => this.upstreams.ownsSource(entry.source));
+  }
+
+  /**
+   * tools/list. Without a query: pinned tools + the virtual tools (or, in aggregator mode, every callable tool). With a
+   * query (SEP-1821): the callable tools matching it, best first, at most `queryLimit`. Paginated by `pageSize`; the
+   * cursor is an opaque offset bound to the query it was issued for.
+   */
+  async listTools(params: { cursor?: string; query?: string } = {}): Promise<{ tools: Tool[]; nextCursor?: string }> {
+    const query = params.query?.trim() ? params.query.trim() : undefined;
+    const offset = params.cursor === undefined ? 0 : decodeCursor(params.cursor, query);
+    let tools: Tool[];
+    if (query !== undefined) {
+      if (query.length > this.settings.maxQueryLength) {
+        throw new GatewayError('invalid_arguments', `query must be at most ${this.settings.maxQueryLength} characters`);
+      }
+      tools = (await this.search(query, this.settings.queryLimit)).map(({ score: _score, scores: _scores, ...tool }) => tool);
+    } else {
+      tools = this.unfilteredList();
+    }
+    const page = tools.slice(offset, offset + this.settings.pageSize);
+    const next = offset + page.length;
+    return next < tools.length ? { tools: page, nextCursor: encodeCursor(next, query) } : { tools: page };
+  }
+
+  /** search_tools: the best matching callable tools with scores, pinned tools excluded (they are listed already). */
+  async search(query: string, topK?: number): Promise<ScoredTool[]> {
+    const regex = query.toLowerCase().startsWith(REGEX_PREFIX);
+    const mode: SearchMode | undefined = regex ? 'regex' : undefined;
+    try {
+      const response = await this.searchService.search({
+        query: regex ? query.slice(REGEX_PREFIX.length) : query,
+        topK,
+        mode,
+        visible: (entry) => this.upstreams.ownsSource(entry.source),
+      });
+      return response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
+    } catch (error) {
+      if (error instanceof IndexNotReadyError) throw new GatewayError('index_not_ready', error.message);
+      throw error;
+    }
+  }
+
+  /**
+   * Calls a real tool: validates the arguments against its inputSchema, forwards to the owning upstream under the
+   * upstream's own name, and returns the upstream's result unchanged (including results with `isError: true`).
+   */
+  async callTool(name: string, args: Record<string, unknown> | undefined, options: { signal?: AbortSignal } = {}): Promise<CallToolResult> {
+    if (this.isVirtual(name)) {
+      throw new GatewayError('recursion', `"${name}" is one of toolrouter's own tools; call it directly, not through ${this.settings.callToolName}`);
+    }
+    const entry = this.callable(name);
+    if (!entry) {
+      const hint = this.settings.search ? `; use ${this.settings.searchToolName} to find tools` : '';
+      throw new GatewayError('unknown_tool', `unknown tool "${name}"${hint}`);
+    }
+    const problems = this.validator(entry.tool)?.(args ?? {}) ?? [];
+    if (problems.length > 0) {
+      throw new GatewayError('invalid_arguments', `invalid arguments for "${name}": ${problems.join('; ')}`);
+    }
+    try {
+      return await this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal });
+    } catch (error) {
+      if (error instanceof UpstreamError) {
+        const kind = error.kind === 'timeout' ? 'upstream_timeout' : error.kind === 'unavailable' ? 'upstream_unavailable' : 'upstream_error';
+        throw new GatewayError(kind, error.message);
+      }
+      throw error;
+    }
+  }
+
+  close(): void {
+    this.catalog.off('change', this.onCatalogChange);
+    this.upstreams.off('status', this.onCatalogChange);
+    this.removeAllListeners();
+  }
+
+  private unfilteredList(): Tool[] {
+    if (!this.settings.search) return this.callableEntries().map((entry) => entry.tool);
+    const pinned = this.searchService.settings.pinned
+      .map((name) => this.callable(name)?.tool)
+      .filter((tool): tool is Tool => tool !== undefined && !this.isVirtual(tool.name));
+    return [...pinned, ...this.virtualTools()];
+  }
+
+  private validator(tool: Tool): SchemaValidator | undefined {
+    try {
+      return compileSchema(tool.inputSchema);
+    } catch (error) {
+      // The catalog only admits valid schemas, but one can still fail to compile (say, an unresolvable $ref): let the
+      // upstream judge the arguments rather than make the tool uncallable.
+      this.log.warn({ tool: tool.name, err: error }, 'cannot compile inputSchema; forwarding arguments unchecked');
+      return undefined;
+    }
+  }
+
+  private signature(): string {
+    return createHash('sha256').update(JSON.stringify(this.unfilteredList())).digest('hex');
+  }
+
+  private checkListChanged(): void {
+    const signature = this.signature();
+    if (signature === this.listSignature) return;
+    this.listSignature = signature;
+    this.emit('listChanged');
+  }
+}
+
+function encodeCursor(offset: number, query: string | undefined): string {
+  return Buffer.from(JSON.stringify({ o: offset, q: queryKey(query) })).toString('base64url');
+}
+
+function decodeCursor(cursor: string, query: string | undefined): number {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { o?: unknown; q?: unknown };
+    if (typeof parsed.o === 'number' && Number.isInteger(parsed.o) && parsed.o >= 0 && parsed.q === queryKey(query)) return parsed.o;
+  } catch {
+    // Falls through to the error below.
+  }
+  throw new GatewayError('invalid_cursor', 'invalid cursor (cursors are only valid for the query they were issued with)');
+}
+
+function queryKey(query: string | undefined): string {
+  return query === undefined ? '' : createHash('sha256').update(query).digest('base64url').slice(0, 16);
+}

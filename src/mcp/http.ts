@@ -1,0 +1,128 @@
+import { randomUUID } from 'node:crypto';
+import { localhostHostValidation } from '@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { Router, type Request, type Response } from 'express';
+import type { Logger } from 'pino';
+import type { McpGateway } from './gateway.js';
+import { createMcpServer } from './server.js';
+
+export interface McpHttpOptions {
+  /** Closes sessions without requests or open streams for this long. */
+  sessionIdleMs: number;
+  maxSessions: number;
+  /** Bound to loopback: refuse requests whose Host is not a loopback name (DNS rebinding from a web page). */
+  loopbackOnly: boolean;
+  log: Logger;
+}
+
+export interface McpHttpFace {
+  router: Router;
+  sessions(): number;
+  close(): Promise<void>;
+}
+
+interface Session {
+  transport: StreamableHTTPServerTransport;
+  /** Requests and SSE streams in flight; a session with an open stream is not idle. */
+  open: number;
+  lastActive: number;
+}
+
+/**
+ * The streamable HTTP face at /mcp. Stateful: each client gets a session (Mcp-Session-Id) with its own SDK server, because
+ * the gateway pushes notifications/tools/list_changed, which needs a per-client GET event stream; stateless mode has no
+ * channel for that. Sessions live in this process (behind a load balancer, route by the Mcp-Session-Id header), are
+ * ended by DELETE, by idling, or by close().
+ */
+export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHttpFace {
+  const router = Router();
+  const sessions = new Map<string, Session>();
+  const log = options.log.child({ face: 'mcp-http' });
+
+  if (options.loopbackOnly) router.use('/mcp', localhostHostValidation());
+
+  /** Counts a request or stream as activity until its response ends. */
+  const track = (session: Session, res: Response) => {
+    session.open++;
+    session.lastActive = Date.now();
+    res.on('close', () => {
+      session.open--;
+      session.lastActive = Date.now();
+    });
+  };
+
+  router.post('/mcp', async (req, res) => {
+    const sessionId = req.header('mcp-session-id');
+    const session = sessionId === undefined ? undefined : sessions.get(sessionId);
+    if (session) {
+      track(session, res);
+      await session.transport.handleRequest(req, res, req.body);
+      return;
+    }
+    if (sessionId !== undefined) return jsonRpcError(res, 404, -32001, 'Session not found; start a new session with initialize');
+    if (!isInitializeRequest(req.body)) {
+      return jsonRpcError(res, 400, -32000, 'Bad Request: no valid Mcp-Session-Id header; the first request must be initialize');
+    }
+    if (sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
+
+    const server = createMcpServer(gateway, log);
+    const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      // Registered only once initialize succeeded, so half-open sessions never enter the map.
+      onsessioninitialized: (id) => {
+        const created: Session = { transport, open: 0, lastActive: Date.now() };
+        sessions.set(id, created);
+        track(created, res);
+        log.debug({ session: id }, 'mcp session opened');
+      },
+    });
+    // connect() chains the server's own close handling (which detaches it from the gateway) after this one.
+    transport.onclose = () => {
+      const id = transport.sessionId;
+      if (id !== undefined && sessions.delete(id)) log.debug({ session: id }, 'mcp session closed');
+    };
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+
+  // GET opens the session's event stream (server → client notifications); DELETE ends the session.
+  const existing = async (req: Request, res: Response) => {
+    const sessionId = req.header('mcp-session-id');
+    if (sessionId === undefined) return jsonRpcError(res, 400, -32000, 'Bad Request: missing Mcp-Session-Id header');
+    const session = sessions.get(sessionId);
+    if (!session) return jsonRpcError(res, 404, -32001, 'Session not found; start a new session with initialize');
+    track(session, res);
+    await session.transport.handleRequest(req, res);
+  };
+  router.get('/mcp', existing);
+  router.delete('/mcp', existing);
+
+  const sweep = setInterval(
+    () => {
+      const cutoff = Date.now() - options.sessionIdleMs;
+      for (const [id, session] of sessions) {
+        if (session.open > 0 || session.lastActive > cutoff) continue;
+        log.info({ session: id }, 'closing idle mcp session');
+        void session.transport.close();
+      }
+    },
+    Math.min(options.sessionIdleMs, 60_000),
+  );
+  sweep.unref();
+
+  return {
+    router,
+    sessions: () => sessions.size,
+    close: async () => {
+      clearInterval(sweep);
+      // Closing a transport ends its open event streams, which would otherwise keep the HTTP server from closing.
+      await Promise.all([...sessions.values()].map((session) => session.transport.close().catch(() => {})));
+      sessions.clear();
+    },
+  };
+}
+
+function jsonRpcError(res: Response, status: number, code: number, message: string): void {
+  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
+}

@@ -1,0 +1,64 @@
+import type { Router } from 'express';
+import type { Logger } from 'pino';
+import type { Catalog } from '../catalog/catalog.js';
+import type { Config } from '../config/config.js';
+import { mcpRestRoutes } from '../http/routes/mcp-rest.js';
+import type { SearchService } from '../search/search.js';
+import { McpGateway } from './gateway.js';
+import { mcpHttpFace, type McpHttpFace } from './http.js';
+import { UpstreamManager } from './upstream.js';
+
+export interface McpFaces {
+  upstreams: UpstreamManager;
+  gateway: McpGateway;
+  http: McpHttpFace;
+  /** /mcp (streamable HTTP), /mcp-rest/* (LiteLLM-compatible REST) and /v1/mcp/servers (upstream status). */
+  routers: Router[];
+  close(): Promise<void>;
+}
+
+/**
+ * Wires the MCP gateway: upstream connections feeding the catalog, the gateway over catalog and search, and its HTTP
+ * faces. Upstreams start connecting in the background; startup never waits for a slow or dead server.
+ */
+export function createMcpFaces(deps: { config: Config; catalog: Catalog; search: SearchService; log: Logger; loopbackOnly: boolean }): McpFaces {
+  const { config, catalog, search, log } = deps;
+  const mcp = config.mcp;
+  const upstreams = new UpstreamManager(catalog, {
+    servers: mcp.servers,
+    separator: config.catalog.separator,
+    reconnect: mcp.reconnect,
+    connectTimeoutMs: mcp.connectTimeoutMs,
+    pingIntervalMs: mcp.pingIntervalMs,
+    log: log.child({ component: 'upstreams' }),
+  });
+  const gateway = new McpGateway(
+    catalog,
+    upstreams,
+    search,
+    {
+      search: mcp.search,
+      searchToolName: mcp.searchToolName,
+      callToolName: mcp.callToolName,
+      callTimeoutMs: mcp.callTimeoutMs,
+      pageSize: mcp.pageSize,
+      queryLimit: mcp.queryLimit,
+      maxQueryLength: config.search.maxQueryLength,
+    },
+    log.child({ component: 'mcp' }),
+  );
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, loopbackOnly: deps.loopbackOnly, log });
+  upstreams.start();
+  return {
+    upstreams,
+    gateway,
+    http,
+    routers: [http.router, mcpRestRoutes(gateway, upstreams)],
+    close: async () => {
+      // Clients first (their sessions end), then the upstream connections they were using.
+      await http.close();
+      gateway.close();
+      await upstreams.close();
+    },
+  };
+}

@@ -1,0 +1,466 @@
+import { EventEmitter, setMaxListeners } from 'node:events';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  CallToolResultSchema,
+  ErrorCode,
+  McpError,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type Tool as McpTool,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import type { Catalog } from '../catalog/catalog.js';
+import type { Tool } from '../catalog/types.js';
+import { validateTools } from '../catalog/validate.js';
+import { IMPLEMENTATION } from './version.js';
+
+/** An upstream MCP server: a command spawned with stdio, or a streamable HTTP endpoint. */
+export type UpstreamServerConfig =
+  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }
+  | { url: string; headers?: Record<string, string> };
+
+export interface UpstreamManagerOptions {
+  servers: Record<string, UpstreamServerConfig>;
+  /** Between server and tool name; '' turns namespacing off (then equal names across servers clash). */
+  separator: string;
+  reconnect: { initialMs: number; maxMs: number };
+  /** Connecting (initialize) and each tools/list page. */
+  connectTimeoutMs: number;
+  /** 0 turns the liveness ping off. */
+  pingIntervalMs: number;
+  log: Logger;
+}
+
+export type UpstreamState = 'connecting' | 'connected' | 'down' | 'closed';
+
+export interface UpstreamStatus {
+  name: string;
+  transport: 'stdio' | 'http';
+  state: UpstreamState;
+  /** Tools of this server in the catalog now. */
+  tools: number;
+  connectedAt: string | null;
+  /** Consecutive failed connection attempts. */
+  failures: number;
+  lastError?: string;
+  /** Qualified names another source already owns; these tools of this server are left out. */
+  clashes: string[];
+  /** Tools the server lists that are not valid MCP tools (bad name, bad schema), left out with the reason. */
+  skipped: string[];
+}
+
+export type UpstreamErrorKind = 'timeout' | 'unavailable' | 'error';
+
+/** A forwarded call that did not produce a result: timed out, no connection, or the upstream answered with an error. */
+export class UpstreamError extends Error {
+  override readonly name = 'UpstreamError';
+  constructor(
+    readonly kind: UpstreamErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface UpstreamEvents {
+  /** A server's state or its tools in the catalog changed. */
+  status: [UpstreamStatus];
+}
+
+/**
+ * Keeps one connection per configured upstream MCP server and mirrors its tools into the catalog as the source named
+ * after the server: tools enter when it connects, are re-listed on `notifications/tools/list_changed`, and leave while
+ * it is down. A lost server is reconnected with capped exponential backoff. Calls are routed by qualified name.
+ */
+export class UpstreamManager extends EventEmitter<UpstreamEvents> {
+  private readonly connections = new Map<string, UpstreamConnection>();
+
+  constructor(
+    private readonly catalog: Catalog,
+    options: UpstreamManagerOptions,
+  ) {
+    super();
+    for (const [name, config] of Object.entries(options.servers)) {
+      // Reserved for good: while the server is down its name must not be taken by a static source either.
+      catalog.reserveSource(name, `upstream MCP server "${name}"`);
+      const connection = new UpstreamConnection(name, config, catalog, options, (status) => {
+        this.emit('status', status);
+        // Clashing tools of other servers may take over the names this one just gave up.
+        if (status.state === 'down') for (const other of this.connections.values()) if (other !== connection) other.republish();
+      });
+      this.connections.set(name, connection);
+    }
+  }
+
+  /** Starts connecting every server in the background; never waits for (or fails on) slow or dead upstreams. */
+  start(): void {
+    for (const connection of this.connections.values()) connection.start();
+  }
+
+  /** Resolves once every server has finished its first connection attempt, successful or not. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.connections.values()].map((connection) => connection.firstAttempt));
+  }
+
+  status(): UpstreamStatus[] {
+    return [...this.connections.values()].map((connection) => connection.status());
+  }
+
+  /** Whether a catalog source is one of the upstream servers (so its tools can be called). */
+  ownsSource(source: string): boolean {
+    return this.connections.has(source);
+  }
+
+  /** Forwards a call to the server owning the qualified tool name, under the upstream's own tool name. */
+  async callTool(
+    qualifiedName: string,
+    args: Record<string, unknown> | undefined,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<CallToolResult> {
+    const source = this.catalog.get(qualifiedName)?.source;
+    const connection = source === undefined ? undefined : this.connections.get(source);
+    if (!connection) throw new UpstreamError('unavailable', `no upstream MCP server serves "${qualifiedName}"`);
+    return connection.call(qualifiedName, args, options);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.connections.values()].map((connection) => connection.close()));
+  }
+}
+
+const STDERR_TAIL_LINES = 20;
+/** Guards against an upstream whose cursors never end. */
+const MAX_LIST_PAGES = 1_000;
+
+class UpstreamConnection {
+  private state: UpstreamState = 'down';
+  private client: Client | undefined;
+  /** Incremented per connection attempt and on loss; callbacks of an older client compare and ignore themselves. */
+  private generation = 0;
+  private failures = 0;
+  private lastError: string | undefined;
+  private connectedAt: Date | null = null;
+  private closed = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private pingTimer: NodeJS.Timeout | undefined;
+  private checking = false;
+  private relisting = false;
+  private relistAgain = false;
+  /** The server's tools as last listed, under their own names; kept to re-publish when a clash resolves. */
+  private listed: McpTool[] = [];
+  /** Qualified name → the upstream's own tool name, for tools currently in the catalog. */
+  private readonly toUpstream = new Map<string, string>();
+  private clashes: string[] = [];
+  private skipped: string[] = [];
+  private readonly stderrTail: string[] = [];
+  private settle!: () => void;
+  readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
+  private readonly log: Logger;
+  private readonly transportKind: 'stdio' | 'http';
+
+  constructor(
+    private readonly name: string,
+    private readonly config: UpstreamServerConfig,
+    private readonly catalog: Catalog,
+    private readonly options: UpstreamManagerOptions,
+    private readonly onStatus: (status: UpstreamStatus) => void,
+  ) {
+    this.log = options.log.child({ upstream: name });
+    this.transportKind = 'url' in config ? 'http' : 'stdio';
+  }
+
+  start(): void {
+    void this.connect();
+  }
+
+  status(): UpstreamStatus {
+    return {
+      name: this.name,
+      transport: this.transportKind,
+      state: this.state,
+      tools: this.toUpstream.size,
+      connectedAt: this.connectedAt?.toISOString() ?? null,
+      failures: this.failures,
+      ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
+      clashes: [...this.clashes],
+      skipped: [...this.skipped],
+    };
+  }
+
+  async call(
+    qualifiedName: string,
+    args: Record<string, unknown> | undefined,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<CallToolResult> {
+    const client = this.client;
+    const upstreamName = this.toUpstream.get(qualifiedName);
+    if (this.state !== 'connected' || !client || upstreamName === undefined) {
+      throw new UpstreamError('unavailable', `upstream MCP server "${this.name}" is not connected${this.lastError ? ` (${this.lastError})` : ''}`);
+    }
+    const generation = this.generation;
+    try {
+      // request() rather than callTool(): callTool also checks structured output against the tool's outputSchema, and
+      // a proxy hands the upstream's result back as it is.
+      return await client.request(
+        { method: 'tools/call', params: { name: upstreamName, ...(args === undefined ? {} : { arguments: args }) } },
+        CallToolResultSchema,
+        { timeout: options.timeoutMs, signal: options.signal },
+      );
+    } catch (error) {
+      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+        // The SDK has already sent notifications/cancelled upstream.
+        throw new UpstreamError('timeout', `upstream MCP server "${this.name}" did not answer "${qualifiedName}" within ${options.timeoutMs} ms`);
+      }
+      if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
+        throw new UpstreamError('error', `upstream MCP server "${this.name}" answered with an error: ${error.message}`);
+      }
+      // Our own client gave up on the call (the SDK forwarded the cancellation upstream): not the upstream's fault.
+      if (options.signal?.aborted) throw new UpstreamError('error', `the call to "${qualifiedName}" was cancelled`);
+      // The connection failed under the call: find out now rather than at the next ping.
+      void this.check(generation);
+      throw new UpstreamError('unavailable', `upstream MCP server "${this.name}" failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** Re-applies the last listing, e.g. after the owner of a clashing name went away. */
+  republish(): void {
+    if (this.state === 'connected' && this.clashes.length > 0) this.publish(this.listed);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.generation++;
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.pingTimer);
+    this.state = 'closed';
+    const client = this.client;
+    this.client = undefined;
+    this.settle();
+    if (!client) return;
+    const transport = client.transport;
+    if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+      // Tell the server the session is over (courtesy; it would expire anyway). Bounded: the server may be gone.
+      await withTimeout(transport.terminateSession(), 1_000).catch(() => {});
+    }
+    await client.close().catch(() => {});
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    const generation = ++this.generation;
+    this.state = 'connecting';
+    this.onStatus(this.status());
+    const client = new Client(IMPLEMENTATION, { capabilities: {} });
+    client.onclose = () => this.lost(generation, 'connection closed');
+    client.onerror = (error) => this.transportError(generation, error);
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      this.log.debug('upstream tool list changed');
+      void this.relist(generation);
+    });
+    this.client = client;
+    try {
+      await client.connect(this.createTransport(), { timeout: this.options.connectTimeoutMs });
+      const tools = await this.listAll(client);
+      if (generation !== this.generation) return;
+      this.state = 'connected';
+      this.failures = 0;
+      this.lastError = undefined;
+      this.connectedAt = new Date();
+      this.publish(tools);
+      this.log.info({ tools: this.toUpstream.size, server: client.getServerVersion() }, 'upstream connected');
+      this.schedulePing(generation);
+    } catch (error) {
+      this.lost(generation, describe(error));
+    } finally {
+      this.settle();
+    }
+  }
+
+  private createTransport(): Transport {
+    if ('url' in this.config) {
+      return new StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.config.headers ?? {} }, fetch: quietFetch });
+    }
+    const transport = new StdioClientTransport({
+      command: this.config.command,
+      args: this.config.args ?? [],
+      env: this.config.env,
+      cwd: this.config.cwd,
+      // Piped, not inherited: with `toolrouter stdio` our stderr is the client's log, and a server's chatter belongs in
+      // our structured log; the last lines explain a crash in the status.
+      stderr: 'pipe',
+    });
+    let partial = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines.filter((text) => text.trim().length > 0)) {
+        this.log.debug({ stderr: line }, 'upstream stderr');
+        this.stderrTail.push(line.slice(0, 500));
+        if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
+      }
+    });
+    return transport;
+  }
+
+  private async listAll(client: Client): Promise<McpTool[]> {
+    const tools: McpTool[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; ; page++) {
+      if (page >= MAX_LIST_PAGES) throw new Error(`tools/list did not end after ${MAX_LIST_PAGES} pages`);
+      const result = await client.listTools(cursor === undefined ? undefined : { cursor }, { timeout: this.options.connectTimeoutMs });
+      tools.push(...result.tools);
+      if (!result.nextCursor || result.nextCursor === cursor) return tools;
+      cursor = result.nextCursor;
+    }
+  }
+
+  /** Puts the listed tools into the catalog under qualified names, leaving out invalid and clashing ones. */
+  private publish(tools: McpTool[]): void {
+    this.listed = tools;
+    const accepted: Tool[] = [];
+    const mapping = new Map<string, string>();
+    const clashes: string[] = [];
+    const skipped: string[] = [];
+    for (const tool of tools) {
+      // An empty separator turns namespacing off: tools keep the upstream's names, and equal names clash.
+      const qualified = this.options.separator === '' ? tool.name : `${this.name}${this.options.separator}${tool.name}`;
+      const candidate = { ...tool, name: qualified };
+      try {
+        validateTools([candidate]);
+      } catch (error) {
+        skipped.push(`${tool.name}: ${(error as Error).message}`);
+        continue;
+      }
+      const owner = this.catalog.get(qualified)?.source;
+      if ((owner !== undefined && owner !== this.name) || mapping.has(qualified)) {
+        clashes.push(`${qualified} (${owner !== undefined && owner !== this.name ? `owned by source "${owner}"` : 'listed twice'})`);
+        continue;
+      }
+      accepted.push(candidate as Tool);
+      mapping.set(qualified, tool.name);
+    }
+    if (clashes.join() !== this.clashes.join() && clashes.length > 0) {
+      this.log.warn({ clashes }, 'upstream tools clash with names another source owns; the first owner keeps them');
+    }
+    if (skipped.join() !== this.skipped.join() && skipped.length > 0) this.log.warn({ skipped }, 'upstream tools are not valid MCP tools; left out');
+    this.catalog.setSource(this.name, accepted, this.name);
+    this.toUpstream.clear();
+    for (const [qualified, original] of mapping) this.toUpstream.set(qualified, original);
+    this.clashes = clashes;
+    this.skipped = skipped;
+    this.onStatus(this.status());
+  }
+
+  /** Re-lists after `notifications/tools/list_changed`; notifications during a listing cause one more listing. */
+  private async relist(generation: number): Promise<void> {
+    if (this.relisting) {
+      this.relistAgain = true;
+      return;
+    }
+    this.relisting = true;
+    try {
+      do {
+        this.relistAgain = false;
+        const client = this.client;
+        if (generation !== this.generation || this.state !== 'connected' || !client) return;
+        const tools = await this.listAll(client);
+        if (generation !== this.generation) return;
+        this.publish(tools);
+      } while (this.relistAgain);
+    } catch (error) {
+      this.lost(generation, `re-listing tools failed: ${describe(error)}`);
+    } finally {
+      this.relisting = false;
+    }
+  }
+
+  private transportError(generation: number, error: Error): void {
+    if (generation !== this.generation) return;
+    this.log.debug({ err: error }, 'upstream transport error');
+    // The HTTP transport reports a broken event stream here and retries it a few times on its own; once it gives up,
+    // notifications (list_changed) no longer arrive, so the connection is only half alive: start over.
+    if (/Maximum reconnection attempts/i.test(error.message)) this.lost(generation, `event stream lost: ${error.message}`);
+    else if (this.state === 'connected') void this.check(generation);
+  }
+
+  /** A ping decides whether an error was the connection dying. */
+  private async check(generation: number): Promise<void> {
+    const client = this.client;
+    if (this.checking || generation !== this.generation || this.state !== 'connected' || !client) return;
+    this.checking = true;
+    try {
+      await client.ping({ timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) });
+    } catch (error) {
+      this.lost(generation, `ping failed: ${describe(error)}`);
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  private schedulePing(generation: number): void {
+    if (this.options.pingIntervalMs <= 0) return;
+    clearTimeout(this.pingTimer);
+    this.pingTimer = setTimeout(async () => {
+      await this.check(generation);
+      if (generation === this.generation && this.state === 'connected') this.schedulePing(generation);
+    }, this.options.pingIntervalMs);
+    this.pingTimer.unref();
+  }
+
+  /** The connection is gone (or never came up): tools leave the catalog, and a reconnect is scheduled. */
+  private lost(generation: number, reason: string): void {
+    if (generation !== this.generation || this.closed) return;
+    this.generation++;
+    clearTimeout(this.pingTimer);
+    const client = this.client;
+    this.client = undefined;
+    const wasConnected = this.state === 'connected';
+    this.state = 'down';
+    this.failures++;
+    const tail = this.stderrTail.length > 0 ? ` (stderr: ${this.stderrTail.slice(-3).join(' | ')})` : '';
+    this.lastError = reason + tail;
+    this.connectedAt = null;
+    this.toUpstream.clear();
+    this.clashes = [];
+    this.catalog.removeSource(this.name);
+    // Closing fires onclose again; the generation check above ignores it.
+    void client?.close().catch(() => {});
+    const delay = backoff(this.failures, this.options.reconnect);
+    this.log[wasConnected ? 'warn' : 'info']({ reason: this.lastError, retryInMs: Math.round(delay), failures: this.failures }, 'upstream down');
+    this.retryTimer = setTimeout(() => void this.connect(), delay);
+    this.retryTimer.unref();
+    this.onStatus(this.status());
+  }
+}
+
+/**
+ * Exponential backoff from `initialMs`, doubling per consecutive failure up to `maxMs`, with jitter (the upper half of
+ * the interval) so that many toolrouter instances do not hammer a recovering server in step.
+ */
+export function backoff(failures: number, { initialMs, maxMs }: { initialMs: number; maxMs: number }, random = Math.random): number {
+  const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+  return ceiling / 2 + (random() * ceiling) / 2;
+}
+
+/**
+ * The HTTP transport passes one long-lived AbortSignal to every fetch; undici detaches its abort listener only when the
+ * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
+ */
+const quietFetch: typeof fetch = (input, init) => {
+  if (init?.signal) setMaxListeners(0, init.signal);
+  return fetch(input, init);
+};
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    promise.then(resolve, reject).finally(() => clearTimeout(timer));
+  });
+}

@@ -1,0 +1,55 @@
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { PROJECT_ROOT } from '../../src/config/config.js';
+
+/** Config of an upstream that spawns the stdio fixture server. */
+export function stdioFixtureServer(env: Record<string, string> = {}) {
+  return {
+    command: process.execPath,
+    args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'test/fixtures/mcp/stdio-server.ts')],
+    cwd: PROJECT_ROOT,
+    env,
+  };
+}
+
+/** Polls until `check` returns a truthy value; fails with `what` after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** A real SDK client on toolrouter's /mcp that counts notifications/tools/list_changed. */
+export async function connectHttpClient(baseUrl: string): Promise<{ client: Client; listChanged: () => number }> {
+  let count = 0;
+  const client = new Client({ name: 'gateway-test', version: '1.0.0' });
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    count++;
+  });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`)));
+  return { client, listChanged: () => count };
+}
+
+/** The text of the first content block of a tool result. */
+export function textOf(result: unknown): string {
+  const content = (result as { content?: { type: string; text?: string }[] }).content ?? [];
+  return content[0]?.text ?? '';
+}
+
+/** Parses a JSON-RPC message from a streamable HTTP response, which may be JSON or a one-event SSE stream. */
+export async function readJsonRpc(response: Response): Promise<any> {
+  const text = await response.text();
+  if (!(response.headers.get('content-type') ?? '').includes('text/event-stream')) return JSON.parse(text);
+  const data = text
+    .split('\n')
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(5).trim())
+    .find((line) => line.length > 0);
+  return JSON.parse(data ?? 'null');
+}
