@@ -1,0 +1,124 @@
+import type { ChatRequest, RequestTool } from './request.js';
+
+/**
+ * The decision of a rewrite, as pure functions: which of a request's tools stay, and why. Ranking happens elsewhere;
+ * these functions get its result.
+ */
+
+/** Why a tool must stay whatever the ranking says, strongest first (a tool gets the first that applies). */
+export type RuleReason = 'tool_choice' | 'tool_result' | 'called' | 'pinned';
+/**
+ * - `ranked`: among the top k for the conversation.
+ * - `within_k`: the request has no more tools than k (or would lose none), so it is forwarded unchanged.
+ * - `no_query`: the conversation has no text to rank with; forwarded unchanged rather than guessing.
+ * - `no_match`: nothing in the tool list matched the query at all; forwarded unchanged rather than guessing.
+ * - `not_a_function`: a non-function tool (`custom`, provider extensions), which toolrouter does not rank.
+ */
+export type KeepReason = RuleReason | 'ranked' | 'within_k' | 'no_query' | 'no_match' | 'not_a_function';
+/** `below_top_k`: ranked below the top k. `replaced_by_catalog`: catalog mode replaced the request's tools. */
+export type DropReason = 'below_top_k' | 'replaced_by_catalog';
+
+export interface KeptTool {
+  name: string;
+  reason: KeepReason;
+  /** Fused search score, for ranked tools. */
+  score?: number;
+  /** Where the forwarded definition came from: the request, or the router's catalog (catalog mode). */
+  source: 'request' | 'catalog';
+}
+
+export interface DroppedTool {
+  name: string;
+  reason: DropReason;
+}
+
+/**
+ * Tools the model must still see, by name:
+ * - `tool_choice`: named by `tool_choice` (a forced function, or the `allowed_tools` list); dropping it would make
+ *   the upstream reject the request.
+ * - `tool_result`: its result is in the conversation (`tool` messages, mapped to a name through the assistant's
+ *   `tool_calls[].id`; legacy `function` messages name it). The model reads a result against its tool's definition.
+ * - `called`: the assistant called it earlier (`tool_calls`, legacy `function_call`); the conversation refers to it.
+ * - `pinned`: configured to be always visible (`search.pinned`).
+ */
+export function requiredTools(
+  request: Pick<ChatRequest, 'messages' | 'toolChoiceNames'>,
+  pinned: readonly string[],
+): Map<string, RuleReason> {
+  const required = new Map<string, RuleReason>();
+  const add = (name: string | undefined, reason: RuleReason) => {
+    if (name !== undefined && !required.has(name)) required.set(name, reason);
+  };
+  const callNames = new Map<string, string>();
+  const called: string[] = [];
+  for (const message of request.messages) {
+    if (message.role !== 'assistant') continue;
+    for (const call of message.tool_calls ?? []) {
+      const name = call.function?.name ?? call.custom?.name;
+      if (name === undefined) continue;
+      called.push(name);
+      if (call.id !== undefined) callNames.set(call.id, name);
+    }
+    if (message.function_call) called.push(message.function_call.name);
+  }
+  for (const name of request.toolChoiceNames) add(name, 'tool_choice');
+  for (const message of request.messages) {
+    if (message.role === 'tool' && message.tool_call_id !== undefined) add(callNames.get(message.tool_call_id), 'tool_result');
+    if (message.role === 'function') add(message.name, 'tool_result');
+  }
+  for (const name of called) add(name, 'called');
+  for (const name of pinned) add(name, 'pinned');
+  return required;
+}
+
+/** A label for any request tool: the function (or custom tool) name, else its type. */
+export function toolLabel(tool: RequestTool): string {
+  if (tool.function) return tool.function.name;
+  const type = String(tool.definition.type);
+  const name = (tool.definition[type] as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' ? name : type;
+}
+
+/** Every tool kept: rule-kept ones with their rule, the others with `reason`. */
+export function keepAll(
+  tools: readonly RequestTool[],
+  required: ReadonlyMap<string, RuleReason>,
+  reason: 'within_k' | 'no_query' | 'no_match',
+): KeptTool[] {
+  return tools.map((tool) => ({
+    name: toolLabel(tool),
+    reason: !tool.function ? 'not_a_function' : (required.get(tool.function.name) ?? reason),
+    source: 'request',
+  }));
+}
+
+/**
+ * Request mode: rule-kept tools stay and do not take a ranking slot; the top-k ranked of the others stay (`ranked`
+ * holds only those, best first); everything else is dropped. Kept tools keep the request's order, so consecutive
+ * turns that keep the same tools send the same prefix (upstream prompt caching).
+ */
+export function selectRequestTools(
+  tools: readonly RequestTool[],
+  required: ReadonlyMap<string, RuleReason>,
+  ranked: readonly { name: string; score: number }[],
+): { keep: boolean[]; kept: KeptTool[]; dropped: DroppedTool[] } {
+  const scores = new Map(ranked.map((hit) => [hit.name, hit.score]));
+  const keep: boolean[] = [];
+  const kept: KeptTool[] = [];
+  const dropped: DroppedTool[] = [];
+  for (const tool of tools) {
+    const name = toolLabel(tool);
+    const rule = tool.function ? required.get(name) : undefined;
+    const score = tool.function ? scores.get(name) : undefined;
+    if (!tool.function) kept.push({ name, reason: 'not_a_function', source: 'request' });
+    else if (rule) kept.push({ name, reason: rule, source: 'request' });
+    else if (score !== undefined) kept.push({ name, reason: 'ranked', score, source: 'request' });
+    else {
+      dropped.push({ name, reason: 'below_top_k' });
+      keep.push(false);
+      continue;
+    }
+    keep.push(true);
+  }
+  return { keep, kept, dropped };
+}
