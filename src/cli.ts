@@ -10,6 +10,7 @@ import { evaluate, formatTable, type EvalResult } from './eval/metrics.js';
 import { RANKED_DEPTH, tune } from './eval/tune.js';
 import { SEARCH_MODES, type SearchMode } from './search/search.js';
 import { createToolrouter, listen } from './server.js';
+import { reserveStdoutForProtocol, serveStdio } from './mcp/stdio.js';
 import path from 'node:path';
 
 const program = new Command()
@@ -25,10 +26,30 @@ program
     const shutdown = () => {
       router.log.info('shutting down');
       server.close(() => process.exit(0));
+      // Ends MCP sessions (their open event streams would hold server.close) and upstream connections (child processes).
+      router
+        .close()
+        .catch((error: unknown) => router.log.error({ err: error }, 'error while closing'))
+        .finally(() => server.closeIdleConnections());
       setTimeout(() => process.exit(0), 5_000).unref();
     };
     process.once('SIGTERM', shutdown);
     process.once('SIGINT', shutdown);
+  });
+
+program
+  .command('stdio')
+  .description('serve the MCP gateway over stdin/stdout for one client (logs go to stderr)')
+  .action(async () => {
+    reserveStdoutForProtocol();
+    await serveStdio(await createToolrouter(loadConfig()));
+  });
+
+program
+  .command('worker')
+  .description('run a BullMQ index worker (needs REDIS_URL)')
+  .action(async () => {
+    await import('../workers/indexer.js');
   });
 
 program

@@ -2,14 +2,14 @@ import type { Server } from 'node:http';
 import type { Express, Router } from 'express';
 import type { Logger } from 'pino';
 import { Catalog } from './catalog/catalog.js';
+import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
 import type { Config } from './config/config.js';
 import { createEmbedder, type Embedder } from './embedding/embedder.js';
 import { createApp } from './http/app.js';
-import { MemoryEmbeddingCache } from './index/embedding-cache.js';
-import { LocalIndexBuilder } from './index/local-builder.js';
-import { LocalIndexPipeline } from './index/local-pipeline.js';
-import { IndexManager, type IndexPipeline } from './index/manager.js';
+import { startIndexing } from './index/indexing.js';
+import type { IndexManager, IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
+import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { SearchService } from './search/search.js';
 
 export interface Toolrouter {
@@ -21,6 +21,8 @@ export interface Toolrouter {
   embedder: Embedder;
   app: Express;
   log: Logger;
+  /** MCP gateway: upstream servers, the gateway, and its /mcp and /mcp-rest faces. */
+  mcp: McpFaces;
   /** Stops background work and closes connections (upstreams, Redis), last opened first. */
   close(): Promise<void>;
 }
@@ -40,27 +42,21 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const catalog = new Catalog({ separator: config.catalog.separator });
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 
-  const builder = new LocalIndexBuilder({
-    embedder,
-    cache: new MemoryEmbeddingCache(),
-    lexical: config.search.lexical,
-    hnsw: config.search.hnsw,
-    onBuilt: (stats, index) => log.info({ ...stats, catalogHash: index.catalogHash }, 'index built'),
-  });
-  const indexes = new IndexManager(catalog.snapshot());
-  indexes.on('failed', (error, catalogHash) => log.error({ err: error, catalogHash }, 'index build failed'));
-  const pipeline: IndexPipeline = new LocalIndexPipeline(indexes, builder);
-  closers.push(() => pipeline.close());
-  catalog.on('change', (snapshot) => void pipeline.update(snapshot));
-  void pipeline.update(catalog.snapshot());
+  const { indexes, pipeline, sources, close: stopIndexing } = await startIndexing(config, catalog, embedder, log);
+  closers.push(stopIndexing);
 
   const search = new SearchService(catalog, indexes, embedder, config.search);
 
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
+  routers.push(chatRoutes({ config, catalog, search, embedder, log }));
+  const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host) });
+  routers.push(...mcp.routers);
+  closers.push(() => mcp.close());
 
   const app = createApp({
     catalog,
+    sources,
     indexes,
     pipeline,
     search,
@@ -68,11 +64,12 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     bodyLimit: config.bodyLimit,
     maxQueryLength: config.search.maxQueryLength,
     routers,
+    rawBodyPaths: CHAT_RAW_BODY_PATHS,
   });
   const close = async () => {
     for (const closer of closers.reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, embedder, app, log, close };
+  return { config, catalog, indexes, pipeline, search, embedder, app, log, mcp, close };
 }
 
 export async function listen(router: Toolrouter): Promise<Server> {

@@ -45,6 +45,8 @@ export class Catalog extends EventEmitter<CatalogEvents> {
   private readonly byName = new Map<string, CatalogEntry>();
   private current: CatalogSnapshot | undefined;
   private readonly separator: string;
+  /** Source names owned by something other than the REST API (upstream MCP servers), with who owns them. */
+  private readonly reserved = new Map<string, string>();
 
   constructor(options: CatalogOptions = {}) {
     super();
@@ -52,10 +54,10 @@ export class Catalog extends EventEmitter<CatalogEvents> {
   }
 
   /**
-   * Replaces all tools of one source. Validates first and changes nothing on error.
-   * @param server the upstream MCP server the tools came from, if any (indexed as its own field).
+   * Validates tools for a source and checks their names against other sources, changing nothing: what `setSource`
+   * would accept, so a caller can store them elsewhere first.
    */
-  setSource(source: string, input: unknown, server?: string): CatalogSnapshot {
+  check(source: string, input: unknown): Tool[] {
     if (!SOURCE_NAME_PATTERN.test(source)) {
       throw new CatalogSourceError('source name must be 1-64 characters of A-Z, a-z, 0-9, "_", "-" or "."');
     }
@@ -67,6 +69,15 @@ export class Catalog extends EventEmitter<CatalogEvents> {
       const listed = clashes.slice(0, 10).map((clash) => `"${clash.name}" (source "${clash.owner}")`);
       throw new CatalogConflictError(`tool names already belong to another source: ${listed.join(', ')}`);
     }
+    return tools;
+  }
+
+  /**
+   * Replaces all tools of one source. Validates first and changes nothing on error.
+   * @param server the upstream MCP server the tools came from, if any (indexed as its own field).
+   */
+  setSource(source: string, input: unknown, server?: string): CatalogSnapshot {
+    const tools = this.check(source, input);
     const previous = this.sources.get(source);
     for (const entry of previous?.entries ?? []) this.byName.delete(entry.tool.name);
     const entries = tools.map((tool) => this.toEntry(tool, source, server));
@@ -83,6 +94,27 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     this.sources.delete(source);
     this.changed();
     return true;
+  }
+
+  /**
+   * Marks a source name as owned by a component (an upstream MCP server), even while it has no tools, so the REST API
+   * can refuse to overwrite or delete it. The owner itself still calls setSource/removeSource.
+   */
+  reserveSource(source: string, owner: string): void {
+    if (!SOURCE_NAME_PATTERN.test(source)) {
+      throw new CatalogSourceError(`source name "${source}" must be 1-64 characters of A-Z, a-z, 0-9, "_", "-" or "."`);
+    }
+    const holder = this.reserved.get(source);
+    if (holder !== undefined && holder !== owner) throw new CatalogConflictError(`source "${source}" is already reserved by ${holder}`);
+    if (holder === undefined && this.sources.has(source)) {
+      throw new CatalogConflictError(`source "${source}" already exists as a static source; it cannot also be ${owner}`);
+    }
+    this.reserved.set(source, owner);
+  }
+
+  /** Who owns a reserved source name, or undefined for names free for static sources. */
+  reservedBy(source: string): string | undefined {
+    return this.reserved.get(source);
   }
 
   hasSource(source: string): boolean {

@@ -2,6 +2,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { z } from 'zod';
 import { CatalogConflictError, CatalogSourceError } from '../catalog/catalog.js';
 import { ToolValidationError } from '../catalog/validate.js';
+import { RedisUnavailableError } from '../redis.js';
 import { IndexNotReadyError } from '../search/search.js';
 
 /** An error with the HTTP status and stable code clients see as `{error: {code, message}}`. */
@@ -37,7 +38,7 @@ export const notFoundRoute: RequestHandler = (req, _res, next) => {
 export function errorHandler(log: { error: (obj: object, msg: string) => void }): ErrorRequestHandler {
   return (error, _req, res, _next) => {
     const mapped = toHttpError(error);
-    if (mapped.status >= 500 && !(error instanceof HttpError) && !(error instanceof IndexNotReadyError)) {
+    if (mapped.status === 500) {
       log.error({ err: error }, 'request failed');
     }
     if (mapped.status === 503) res.setHeader('Retry-After', '1');
@@ -50,6 +51,7 @@ function toHttpError(error: unknown): HttpError {
   if (error instanceof ToolValidationError || error instanceof CatalogSourceError) return badRequest(error.message);
   if (error instanceof CatalogConflictError) return new HttpError(409, 'conflict', error.message);
   if (error instanceof IndexNotReadyError) return new HttpError(503, 'index_not_ready', error.message);
+  if (error instanceof RedisUnavailableError) return new HttpError(503, 'redis_unavailable', error.message);
   // body-parser marks its own errors with a type and a status.
   const parserError = error as { type?: string; status?: number; message?: string };
   if (parserError.type === 'entity.parse.failed') return new HttpError(400, 'invalid_json', `malformed JSON body: ${parserError.message}`);

@@ -5,7 +5,7 @@ import type { AppDependencies } from '../app.js';
 
 const putSourceBody = z.object({ tools: z.array(z.unknown(), { error: '"tools" must be an array of MCP tool objects' }) }).strict();
 
-export function catalogRoutes({ catalog }: Pick<AppDependencies, 'catalog'>): Router {
+export function catalogRoutes({ catalog, sources }: Pick<AppDependencies, 'catalog' | 'sources'>): Router {
   const router = Router();
 
   router.get('/v1/catalog', (_req, res) => {
@@ -21,18 +21,28 @@ export function catalogRoutes({ catalog }: Pick<AppDependencies, 'catalog'>): Ro
     });
   });
 
-  router.put('/v1/catalog/sources/:source', (req, res) => {
+  router.put('/v1/catalog/sources/:source', async (req, res) => {
+    refuseReserved(catalog, req.params.source);
     const { tools } = parseBody(putSourceBody, req.body);
-    const snapshot = catalog.setSource(req.params.source, tools);
+    const snapshot = await sources.put(req.params.source, tools);
     res.json({ catalogHash: snapshot.catalogHash, tools: tools.length });
   });
 
-  router.delete('/v1/catalog/sources/:source', (req, res) => {
-    if (!catalog.removeSource(req.params.source)) {
+  router.delete('/v1/catalog/sources/:source', async (req, res) => {
+    refuseReserved(catalog, req.params.source);
+    if (!(await sources.delete(req.params.source))) {
       throw new HttpError(404, 'not_found', `no catalog source named "${req.params.source}"`);
     }
     res.json({ catalogHash: catalog.snapshot().catalogHash, deleted: req.params.source });
   });
 
   return router;
+}
+
+/** Upstream MCP servers own their source names; the REST API must not replace or delete their tools. */
+function refuseReserved(catalog: AppDependencies['catalog'], source: string): void {
+  const owner = catalog.reservedBy(source);
+  if (owner !== undefined) {
+    throw new HttpError(409, 'conflict', `source "${source}" belongs to ${owner}; static sources need another name`);
+  }
 }
