@@ -67,7 +67,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
   });
   const close = async () => {
-    for (const closer of closers.reverse()) await closer();
+    for (const closer of [...closers].reverse()) await closer();
   };
   return { config, catalog, indexes, pipeline, search, embedder, app, log, mcp, close };
 }
