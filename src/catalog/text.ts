@@ -75,7 +75,8 @@ export function searchableText(tool: Tool, server?: string, separator = '__'): S
   return {
     name: splitIdentifier(bareName).join(' '),
     title: normaliseSpace(tool.title ?? tool.annotations?.title ?? ''),
-    description: normaliseSpace(tool.description ?? ''),
+    // Tags (`_meta.tags`, e.g. set by a tool transform) are searchable as part of the description.
+    description: normaliseSpace([tool.description ?? '', ...tagsOf(tool)].join(' ')),
     server: server === undefined ? '' : splitIdentifier(server).join(' '),
     params: paramParts.join(' ; '),
   };
@@ -94,6 +95,11 @@ export function embeddingText(text: SearchableText): string {
  */
 export function canonicalText(name: string, text: SearchableText): string {
   return [`name=${name}`, ...SEARCHABLE_FIELDS.map((field) => `${field}=${text[field]}`)].join('\n');
+}
+
+function tagsOf(tool: Tool): string[] {
+  const tags = tool._meta?.tags;
+  return Array.isArray(tags) ? tags.filter((tag): tag is string => typeof tag === 'string') : [];
 }
 
 function normaliseSpace(text: string): string {

@@ -7,6 +7,7 @@ import { OFFLINE_MODEL_ID } from '../embedding/embedder.js';
 import { DEFAULT_LEXICAL } from '../index/lexical.js';
 import { DEFAULT_HNSW } from '../index/vector.js';
 import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from '../search/search.js';
+import { staticTransformProblems, toolTransformSchema, transformServer } from '../mcp/transform.js';
 
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -151,9 +152,20 @@ export const configSchema = z.object({
       /** Idle /mcp sessions are closed after this long. */
       sessionIdleMs: z.number().int().min(1_000).default(30 * 60_000),
       maxSessions: z.number().int().min(1).default(1_000),
+      /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
+      transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
     })
     .prefault({})
     .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ'),
+}).superRefine((config, ctx) => {
+  // What can be checked before the upstreams list their tools; the rest is reported per server (GET /v1/mcp/servers).
+  for (const [tool, spec] of Object.entries(config.mcp.transforms)) {
+    const path = ['mcp', 'transforms', tool];
+    for (const message of staticTransformProblems(tool, spec)) ctx.addIssue({ code: 'custom', path, message });
+    if (transformServer(tool, Object.keys(config.mcp.servers), config.catalog.separator) === undefined && config.catalog.separator !== '') {
+      ctx.addIssue({ code: 'custom', path, message: `tool "${tool}": no configured MCP server (mcp.servers) has tools named "<server>${config.catalog.separator}..."` });
+    }
+  }
 });
 
 export type Config = z.infer<typeof configSchema>;

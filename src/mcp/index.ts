@@ -30,6 +30,7 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
     reconnect: mcp.reconnect,
     connectTimeoutMs: mcp.connectTimeoutMs,
     pingIntervalMs: mcp.pingIntervalMs,
+    transforms: mcp.transforms,
     log: log.child({ component: 'upstreams' }),
   });
   const gateway = new McpGateway(

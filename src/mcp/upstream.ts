@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { validateTools } from '../catalog/validate.js';
+import { applyTransform, mapArguments, transformServer, type ToolTransform } from './transform.js';
 import { IMPLEMENTATION } from './version.js';
 
 /** An upstream MCP server: a command spawned with stdio, or a streamable HTTP endpoint. */
@@ -31,6 +32,8 @@ export interface UpstreamManagerOptions {
   connectTimeoutMs: number;
   /** 0 turns the liveness ping off. */
   pingIntervalMs: number;
+  /** Tool transformations by qualified upstream tool name (mcp.transforms); none when absent. */
+  transforms?: Record<string, ToolTransform>;
   log: Logger;
 }
 
@@ -50,6 +53,11 @@ export interface UpstreamStatus {
   clashes: string[];
   /** Tools the server lists that are not valid MCP tools (bad name, bad schema), left out with the reason. */
   skipped: string[];
+  /**
+   * Configured transforms that do not fit what the server lists: a tool it does not have (nothing is transformed), or
+   * an argument the tool does not have / a rename onto one it has (that tool is left out rather than served untransformed).
+   */
+  transformProblems: string[];
 }
 
 export type UpstreamErrorKind = 'timeout' | 'unavailable' | 'error';
@@ -153,8 +161,13 @@ class UpstreamConnection {
   private listed: McpTool[] = [];
   /** Qualified name → the upstream's own tool name, for tools currently in the catalog. */
   private readonly toUpstream = new Map<string, string>();
+  /** Qualified (transformed) name → the transform applied, for mapping call arguments back. */
+  private readonly transformOf = new Map<string, ToolTransform>();
+  /** This server's transforms by qualified upstream name (all of them when names are not namespaced). */
+  private readonly transforms: Map<string, ToolTransform>;
   private clashes: string[] = [];
   private skipped: string[] = [];
+  private transformProblems: string[] = [];
   private readonly stderrTail: string[] = [];
   private settle!: () => void;
   readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
@@ -170,6 +183,10 @@ class UpstreamConnection {
   ) {
     this.log = options.log.child({ upstream: name });
     this.transportKind = 'url' in config ? 'http' : 'stdio';
+    const servers = Object.keys(options.servers);
+    this.transforms = new Map(
+      Object.entries(options.transforms ?? {}).filter(([key]) => options.separator === '' || transformServer(key, servers, options.separator) === name),
+    );
   }
 
   start(): void {
@@ -187,6 +204,7 @@ class UpstreamConnection {
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
       clashes: [...this.clashes],
       skipped: [...this.skipped],
+      transformProblems: [...this.transformProblems],
     };
   }
 
@@ -204,8 +222,10 @@ class UpstreamConnection {
     try {
       // request() rather than callTool(): callTool also checks structured output against the tool's outputSchema, and
       // a proxy hands the upstream's result back as it is.
+      const transform = this.transformOf.get(qualifiedName);
+      const upstreamArgs = transform ? mapArguments(transform, args) : args;
       return await client.request(
-        { method: 'tools/call', params: { name: upstreamName, ...(args === undefined ? {} : { arguments: args }) } },
+        { method: 'tools/call', params: { name: upstreamName, ...(upstreamArgs === undefined ? {} : { arguments: upstreamArgs }) } },
         CallToolResultSchema,
         { timeout: options.timeoutMs, signal: options.signal },
       );
@@ -324,10 +344,26 @@ class UpstreamConnection {
     const mapping = new Map<string, string>();
     const clashes: string[] = [];
     const skipped: string[] = [];
+    const transformProblems: string[] = [];
+    const transformed = new Map<string, ToolTransform>();
+    const matched = new Set<string>();
+    // An empty separator turns namespacing off: tools keep the upstream's names, and equal names clash.
+    const qualify = (name: string) => (this.options.separator === '' ? name : `${this.name}${this.options.separator}${name}`);
     for (const tool of tools) {
-      // An empty separator turns namespacing off: tools keep the upstream's names, and equal names clash.
-      const qualified = this.options.separator === '' ? tool.name : `${this.name}${this.options.separator}${tool.name}`;
-      const candidate = { ...tool, name: qualified };
+      let qualified = qualify(tool.name);
+      let candidate: McpTool | Tool = { ...tool, name: qualified };
+      const transform = this.transforms.get(qualified);
+      if (transform) {
+        matched.add(qualified);
+        if (transform.hidden) continue;
+        const result = applyTransform(candidate, transform, transform.name === undefined ? qualified : qualify(transform.name));
+        if ('problems' in result) {
+          transformProblems.push(...result.problems.map((problem) => `${problem}; the tool is left out`));
+          continue;
+        }
+        candidate = result.tool;
+        qualified = candidate.name;
+      }
       try {
         validateTools([candidate]);
       } catch (error) {
@@ -341,6 +377,16 @@ class UpstreamConnection {
       }
       accepted.push(candidate as Tool);
       mapping.set(qualified, tool.name);
+      if (transform) transformed.set(qualified, transform);
+    }
+    // With namespacing off, a key may belong to any server: only a namespaced key is known to be this server's.
+    if (this.options.separator !== '') {
+      for (const key of this.transforms.keys()) {
+        if (!matched.has(key)) transformProblems.push(`tool "${key}": a transform is configured, but server "${this.name}" does not list this tool`);
+      }
+    }
+    if (transformProblems.join() !== this.transformProblems.join() && transformProblems.length > 0) {
+      this.log.warn({ transformProblems }, 'tool transforms do not fit the tools this upstream lists');
     }
     if (clashes.join() !== this.clashes.join() && clashes.length > 0) {
       this.log.warn({ clashes }, 'upstream tools clash with names another source owns; the first owner keeps them');
@@ -349,8 +395,11 @@ class UpstreamConnection {
     this.catalog.setSource(this.name, accepted, this.name);
     this.toUpstream.clear();
     for (const [qualified, original] of mapping) this.toUpstream.set(qualified, original);
+    this.transformOf.clear();
+    for (const [qualified, transform] of transformed) this.transformOf.set(qualified, transform);
     this.clashes = clashes;
     this.skipped = skipped;
+    this.transformProblems = transformProblems;
     this.onStatus(this.status());
   }
 
@@ -424,6 +473,7 @@ class UpstreamConnection {
     this.lastError = reason + tail;
     this.connectedAt = null;
     this.toUpstream.clear();
+    this.transformOf.clear();
     this.clashes = [];
     this.catalog.removeSource(this.name);
     // Closing fires onclose again; the generation check above ignores it.
