@@ -69,14 +69,44 @@ export class LexicalIndex {
 
   /** Best matches first; raw BM25 scores (unbounded, comparable only within one query). */
   search(query: string, limit: number): ScoredName[] {
-    const hits = this.engine.search(query, { boost: this.settings.fieldWeights, bm25: this.settings.bm25 });
+    const options = { boost: this.settings.fieldWeights, bm25: this.settings.bm25 };
+    const internals = this.engine as unknown as MiniSearchInternals;
+    if (typeof internals.executeQuery === 'function' && internals._documentIds instanceof Map) {
+      return topMatches(internals.executeQuery(query, options), internals._documentIds, limit);
+    }
     const results: ScoredName[] = [];
-    for (const hit of hits) {
+    for (const hit of this.engine.search(query, options)) {
       if (results.length >= limit) break;
       results.push({ name: String(hit.id), score: hit.score });
     }
     return results;
   }
+}
+
+/**
+ * The parts of MiniSearch 7 that `search()` is built from. `search()` turns every match into a result object and sorts
+ * them all; in a 100k-tool catalog a query matches ~15k tools, which made that half the BM25 time. Scoring here is
+ * exactly `search()`'s (raw score × number of matched query terms, ties in match order), with only the top `limit`
+ * selected. When a MiniSearch update changes these internals, search falls back to the public `search()`.
+ */
+interface MiniSearchInternals {
+  executeQuery(query: string, options: object): Map<number, { score: number; terms: string[] }>;
+  _documentIds: Map<number, unknown>;
+}
+
+function topMatches(raw: Map<number, { score: number; terms: string[] }>, ids: Map<number, unknown>, limit: number): ScoredName[] {
+  // Partial insertion selection: a new score goes after equal ones, as MiniSearch's stable sort keeps match order.
+  const best: { doc: number; score: number }[] = [];
+  if (limit <= 0) return [];
+  for (const [doc, { score, terms }] of raw) {
+    const scored = score * (terms.length || 1);
+    if (best.length === limit && !(scored > best[limit - 1]!.score)) continue;
+    let position = best.length;
+    while (position > 0 && best[position - 1]!.score < scored) position--;
+    best.splice(position, 0, { doc, score: scored });
+    if (best.length > limit) best.pop();
+  }
+  return best.map(({ doc, score }) => ({ name: String(ids.get(doc)), score }));
 }
 
 function engineOptions(settings: LexicalSettings) {
