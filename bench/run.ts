@@ -1,0 +1,371 @@
+/**
+ * `npm run bench [-- --sizes 1000,10000,100000] [--quick] [--no-write] [--queries N] [--http-max N]`
+ *
+ * For each catalog size (each in its own child process, so memory figures are per size): index build time (cold and
+ * warm embedding cache), search latency in-process and over HTTP, HTTP throughput with concurrent keep-alive clients,
+ * RSS and index bytes, query-embedding time, the same for the two reference rankers (reproductions of FastMCP's BM25
+ * and LiteLLM's token overlap from src/eval/baselines.ts), and the token report. Writes its section of BENCHMARKS.md
+ * between `<!-- bench:start -->` and `<!-- bench:end -->`.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { countTokens } from 'gpt-tokenizer';
+import { Catalog } from '../src/catalog/catalog.js';
+import type { Tool } from '../src/catalog/types.js';
+import { loadConfig, type Config } from '../src/config/config.js';
+import { createEmbedder } from '../src/embedding/embedder.js';
+import { FastMcpBm25, LiteLlmTokenOverlap } from '../src/eval/baselines.js';
+import { loadQueries } from '../src/eval/datasets.js';
+import { serializeIndex } from '../src/index/artifact.js';
+import { MemoryEmbeddingCache } from '../src/index/embedding-cache.js';
+import { IndexManager } from '../src/index/manager.js';
+import { buildSearchIndex } from '../src/index/search-index.js';
+import { SearchService, type SearchMode } from '../src/search/search.js';
+import { createToolrouter, listen } from '../src/server.js';
+import { baseTools, generateCatalog } from './catalog.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const START = '<!-- bench:start -->';
+const END = '<!-- bench:end -->';
+
+interface Stats {
+  p50: number;
+  p99: number;
+  n: number;
+}
+
+interface SizeResult {
+  size: number;
+  baseSource: string;
+  indexKind: string;
+  modelLoadMs: number;
+  catalogMs: number;
+  buildColdMs: number;
+  buildWarmMs: number;
+  embeddedCold: number;
+  embeddedWarm: number;
+  indexBytes: number;
+  rssMb: number;
+  heapMb: number;
+  queryEmbed: Stats;
+  inProcess: Record<string, Stats>;
+  fastMcp: { buildMs: number; search: Stats };
+  liteLlm: { buildMs: number; search: Stats };
+  http?: { putToReadyMs: number; search: Stats; throughput: { clients: number; requests: number; seconds: number; rps: number }; rssMb: number };
+  httpSkipped?: string;
+  tokens: { catalog: number; virtualTools: number; answer: number; answerResults: number };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+function stats(samples: number[]): Stats {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), n: sorted.length };
+}
+
+async function time<T>(work: () => Promise<T> | T): Promise<[T, number]> {
+  const started = performance.now();
+  const value = await work();
+  return [value, performance.now() - started];
+}
+
+/** Runs `fn` over the query list (cycled) `n` times after a short warm-up; per-call milliseconds. */
+async function measure(queries: string[], n: number, fn: (query: string) => unknown): Promise<Stats> {
+  for (let i = 0; i < Math.min(20, n); i++) await fn(queries[i % queries.length]!);
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const query = queries[i % queries.length]!;
+    const started = performance.now();
+    await fn(query);
+    samples.push(performance.now() - started);
+  }
+  return stats(samples);
+}
+
+function benchQueries(): string[] {
+  const files = [path.join(ROOT, 'test/fixtures/livemcpbench-queries.jsonl'), path.join(ROOT, 'test/fixtures/queries.jsonl')];
+  return files.filter((file) => existsSync(file)).flatMap((file) => loadQueries(file).map((q) => q.query));
+}
+
+const mb = (bytes: number) => bytes / 1024 / 1024;
+
+function benchConfig(overrides: Record<string, unknown> = {}): Config {
+  // A bare environment: no Redis, no config file, so the in-process pipeline is what gets measured.
+  return loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent', ...overrides });
+}
+
+async function runSize(size: number, options: { queries: number; httpMax: number }): Promise<SizeResult> {
+  const { source: baseSource } = baseTools();
+  const tools = generateCatalog(size);
+  const queries = benchQueries();
+  // Slow rankers (LiteLLM's scan, HTTP) get fewer samples at large sizes so a run stays bounded.
+  const n = options.queries;
+  const config = benchConfig();
+
+  const [embedder, modelLoadMs] = await time(() => createEmbedder({ ...config.embedding }));
+  const [snapshot, catalogMs] = await time(() => {
+    const catalog = new Catalog({ separator: config.catalog.separator });
+    catalog.setSource('bench', tools);
+    return { catalog, snapshot: catalog.snapshot() };
+  });
+  const cache = new MemoryEmbeddingCache();
+  const buildOptions = { embedder, cache, lexical: config.search.lexical, hnsw: config.search.hnsw };
+  // Only the stats of the cold build are kept, so its index can be collected before memory is measured.
+  const [coldStats, buildColdMs] = await time(async () => (await buildSearchIndex(snapshot.snapshot, buildOptions)).stats);
+  global.gc?.();
+  const [warm, buildWarmMs] = await time(() => buildSearchIndex(snapshot.snapshot, buildOptions));
+  const index = warm.index;
+  const indexBytes = serializeIndex(index, config.search.hnsw).length;
+  const manager = new IndexManager(snapshot.snapshot);
+  manager.install(index, 1);
+  const search = new SearchService(snapshot.catalog, manager, embedder, config.search);
+  global.gc?.();
+  const memory = process.memoryUsage();
+
+  const queryEmbed = await measure(queries, n, (q) => embedder.embed([q]));
+  const inProcess: Record<string, Stats> = {};
+  for (const mode of ['hybrid', 'bm25', 'vector'] as SearchMode[]) {
+    inProcess[mode] = await measure(queries, n, (q) => search.search({ query: q, mode }));
+  }
+
+  const [fast, fastBuildMs] = await time(() => new FastMcpBm25(tools));
+  const fastSearch = await measure(queries, n, (q) => fast.search(q, 5));
+  const [lite, liteBuildMs] = await time(() => new LiteLlmTokenOverlap(tools));
+  const liteSearch = await measure(queries, size >= 50_000 ? Math.min(n, 100) : n, (q) => lite.search(q, 5));
+
+  // Token report: every definition as the model would see it, versus the two virtual tools plus one search answer.
+  const catalogTokens = tools.reduce(
+    (sum, tool) => sum + countTokens(JSON.stringify({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema })),
+    0,
+  );
+
+  let http: SizeResult['http'];
+  let httpSkipped: string | undefined;
+  let virtualTools: Tool[];
+  {
+    const router = await createToolrouter(benchConfig({ port: 0, host: '127.0.0.1', bodyLimit: '1gb' }), { embedder });
+    virtualTools = router.mcp.gateway.virtualTools();
+    if (size <= options.httpMax) {
+      const server = await listen(router);
+      const address = server.address();
+      const base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+      const started = performance.now();
+      const put = await fetch(`${base}/v1/catalog/sources/bench`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ tools }),
+      });
+      if (!put.ok) throw new Error(`PUT catalog: ${put.status} ${await put.text()}`);
+      const { catalogHash } = (await put.json()) as { catalogHash: string };
+      for (;;) {
+        const status = (await (await fetch(`${base}/v1/index/status`)).json()) as { state: string; indexedHash: string | null; lastError?: string };
+        if (status.indexedHash === catalogHash && status.state === 'ready') break;
+        if (status.state === 'failed') throw new Error(`index build failed: ${status.lastError}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const putToReadyMs = performance.now() - started;
+      // Latency and throughput come from a separate client process (bench/load.ts): a client in this process would
+      // share the server's event loop and halve what the server can do.
+      const queriesFile = path.join(os.tmpdir(), `toolrouter-bench-queries-${process.pid}.json`);
+      writeFileSync(queriesFile, JSON.stringify(queries));
+      const clients = 8;
+      const load = JSON.parse(
+        await runNode([path.join(ROOT, 'bench/load.ts'), base, queriesFile, String(n), String(clients), String(20 * n), '5']),
+      ) as { latencies: number[]; clients: number; requests: number; seconds: number };
+      rmSync(queriesFile, { force: true });
+      global.gc?.();
+      http = {
+        putToReadyMs,
+        search: stats(load.latencies),
+        throughput: { clients, requests: load.requests, seconds: load.seconds, rps: load.requests / load.seconds },
+        rssMb: mb(process.memoryUsage().rss),
+      };
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections?.();
+    } else {
+      httpSkipped = `HTTP skipped above ${options.httpMax} tools (--http-max)`;
+    }
+    await router.close();
+  }
+  const virtualTokens = countTokens(JSON.stringify(virtualTools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }))));
+  // A typical search_tools answer: the JSON text content the MCP gateway returns for 5 results (averaged over queries).
+  let answerTokens = 0;
+  let answerResults = 0;
+  const sample = queries.slice(0, 20);
+  for (const query of sample) {
+    const response = await search.search({ query });
+    const answer = response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
+    answerResults += answer.length;
+    answerTokens += countTokens(JSON.stringify({ tools: answer }));
+  }
+
+  return {
+    size,
+    baseSource,
+    indexKind: index.vectors.kind,
+    modelLoadMs,
+    catalogMs,
+    buildColdMs,
+    buildWarmMs,
+    embeddedCold: coldStats.embedded,
+    embeddedWarm: warm.stats.embedded,
+    indexBytes,
+    rssMb: mb(memory.rss),
+    heapMb: mb(memory.heapUsed),
+    queryEmbed,
+    inProcess,
+    fastMcp: { buildMs: fastBuildMs, search: fastSearch },
+    liteLlm: { buildMs: liteBuildMs, search: liteSearch },
+    ...(http ? { http } : {}),
+    ...(httpSkipped ? { httpSkipped } : {}),
+    tokens: { catalog: catalogTokens, virtualTools: virtualTokens, answer: Math.round(answerTokens / sample.length), answerResults: answerResults / sample.length },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------------------------
+
+const ms = (value: number) => (value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(3));
+const int = (value: number) => Math.round(value).toLocaleString('en-US');
+const ratio = (ours: number, theirs: number) => `${(theirs / ours).toFixed(1)}×`;
+
+function report(results: SizeResult[], command: string, seconds: number): string {
+  const cpus = os.cpus();
+  const lines: string[] = [];
+  lines.push('## Scale benchmark (`npm run bench`)', '');
+  lines.push(
+    `Generated by \`${command}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC in ${seconds.toFixed(0)} s. ` +
+      `Machine: ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB, ` +
+      `${os.type()} ${os.release()}, Node ${process.version}. Catalogs: ${results[0]?.baseSource ?? ''} varied into N distinct tools ` +
+      '(`bench/catalog.ts`: suffixed names, a clause from another tool\'s description, a borrowed parameter; seed 42). Queries: ' +
+      'the project\'s labelled fixture queries, cycled. Offline model, default settings. Each size runs in its own process.',
+    '',
+  );
+  lines.push(
+    '"FastMCP BM25" and "LiteLLM overlap" are **reproductions** of those peers\' rankers (`src/eval/baselines.ts`), not their code; ' +
+      'the ratio is how many times slower (>1×) or faster (<1×) the reference is than toolrouter hybrid on the same catalog and queries. ' +
+      'Latencies are milliseconds; "in-process" is `SearchService.search` (query embedding included), "HTTP" is `POST /v1/tools/search` ' +
+      'over loopback keep-alive from a separate client process (`bench/load.ts`), one client; throughput uses 8 concurrent clients in that process for at most 5 s.',
+    '',
+  );
+  lines.push('| tools | index | build cold | build warm | index bytes | RSS | hybrid p50 / p99 | bm25 p50 | vector p50 | query embed p50 | HTTP p50 / p99 | HTTP req/s (8 clients) |');
+  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    const h = r.inProcess.hybrid!;
+    lines.push(
+      `| ${int(r.size)} | ${r.indexKind} | ${ms(r.buildColdMs)} ms | ${ms(r.buildWarmMs)} ms | ${(mb(r.indexBytes)).toFixed(1)} MB | ${r.rssMb.toFixed(0)} MB | ` +
+        `${ms(h.p50)} / ${ms(h.p99)} | ${ms(r.inProcess.bm25!.p50)} | ${ms(r.inProcess.vector!.p50)} | ${ms(r.queryEmbed.p50)} | ` +
+        (r.http ? `${ms(r.http.search.p50)} / ${ms(r.http.search.p99)} | ${int(r.http.throughput.rps)} |` : 'skipped | skipped |'),
+    );
+  }
+  lines.push('', '### Reference rankers on the same catalogs', '');
+  lines.push('| tools | ranker | build | search p50 / p99 | p50 vs toolrouter hybrid |');
+  lines.push('| --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    const h = r.inProcess.hybrid!;
+    lines.push(`| ${int(r.size)} | toolrouter hybrid | ${ms(r.buildColdMs)} ms cold | ${ms(h.p50)} / ${ms(h.p99)} | 1.0× |`);
+    lines.push(`| ${int(r.size)} | toolrouter bm25 | (in the build) | ${ms(r.inProcess.bm25!.p50)} / ${ms(r.inProcess.bm25!.p99)} | ${ratio(h.p50, r.inProcess.bm25!.p50)} |`);
+    lines.push(`| ${int(r.size)} | FastMCP BM25 (reproduction) | ${ms(r.fastMcp.buildMs)} ms | ${ms(r.fastMcp.search.p50)} / ${ms(r.fastMcp.search.p99)} | ${ratio(h.p50, r.fastMcp.search.p50)} |`);
+    lines.push(`| ${int(r.size)} | LiteLLM overlap (reproduction) | ${ms(r.liteLlm.buildMs)} ms | ${ms(r.liteLlm.search.p50)} / ${ms(r.liteLlm.search.p99)} | ${ratio(h.p50, r.liteLlm.search.p50)} |`);
+  }
+  lines.push('', '### Build and server details', '');
+  lines.push('| tools | model load | catalog (hash, text) | cold build (embedded) | warm build (embedded) | PUT → searchable over HTTP | HTTP throughput run | RSS with server |');
+  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    lines.push(
+      `| ${int(r.size)} | ${ms(r.modelLoadMs)} ms | ${ms(r.catalogMs)} ms | ${ms(r.buildColdMs)} ms (${int(r.embeddedCold)}) | ${ms(r.buildWarmMs)} ms (${int(r.embeddedWarm)}) | ` +
+        (r.http
+          ? `${ms(r.http.putToReadyMs)} ms | ${int(r.http.throughput.requests)} req in ${r.http.throughput.seconds.toFixed(1)} s | ${r.http.rssMb.toFixed(0)} MB |`
+          : `${r.httpSkipped} | | |`),
+    );
+  }
+  lines.push('', '### Token report (o200k_base, gpt-tokenizer)', '');
+  lines.push(
+    'Full catalog = every tool as `{name, description, inputSchema}` JSON. Router = the gateway\'s two virtual tool definitions ' +
+      '(`search_tools`, `call_tool`) plus one typical `search_tools` answer (5 results with full definitions and scores, averaged over 20 queries).',
+    '',
+  );
+  lines.push('| tools | full catalog | virtual tools | search answer | router total | saved |');
+  lines.push('| --- | --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    const total = r.tokens.virtualTools + r.tokens.answer;
+    lines.push(
+      `| ${int(r.size)} | ${int(r.tokens.catalog)} | ${int(r.tokens.virtualTools)} | ${int(r.tokens.answer)} | ${int(total)} | ${(100 * (1 - total / r.tokens.catalog)).toFixed(2)}% (${ratio(total, r.tokens.catalog)} fewer) |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function writeBenchmarks(section: string): void {
+  const file = path.join(ROOT, 'BENCHMARKS.md');
+  const current = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
+  const block = `${START}\n${section}\n${END}`;
+  const start = current.indexOf(START);
+  const end = current.indexOf(END);
+  const next = start >= 0 && end > start ? current.slice(0, start) + block + current.slice(end + END.length) : `${current.trimEnd()}\n\n${block}\n`;
+  writeFileSync(file, next);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Entry
+// ---------------------------------------------------------------------------------------------------------------
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+/** Runs a TypeScript entry in a new Node process; resolves with the last line it printed. */
+function runNode(args: string[], nodeFlags: string[] = []): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`${path.basename(args[0]!)} exited with ${code}`));
+      resolve(out.trim().split('\n').pop() ?? '');
+    });
+  });
+}
+
+async function runChild(size: number, passthrough: string[]): Promise<SizeResult> {
+  const line = await runNode([fileURLToPath(import.meta.url), '--child', String(size), ...passthrough], ['--expose-gc', '--max-old-space-size=8192']);
+  return JSON.parse(line) as SizeResult;
+}
+
+async function main(): Promise<void> {
+  const quick = process.argv.includes('--quick');
+  const queries = Number(arg('--queries') ?? (quick ? 300 : 1000));
+  const httpMax = Number(arg('--http-max') ?? 100_000);
+  const child = arg('--child');
+  if (child) {
+    const result = await runSize(Number(child), { queries, httpMax });
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return;
+  }
+  const sizes = (arg('--sizes') ?? (quick ? '1000' : '1000,10000,100000')).split(',').map((s) => Number(s.replace(/_/g, '')));
+  const passthrough = ['--queries', String(queries), '--http-max', String(httpMax)];
+  const started = performance.now();
+  const results: SizeResult[] = [];
+  for (const size of sizes) {
+    process.stderr.write(`bench: ${size} tools…\n`);
+    const result = await runChild(size, passthrough);
+    process.stderr.write(`bench: ${size} tools done (build ${ms(result.buildColdMs)} ms, hybrid p50 ${ms(result.inProcess.hybrid!.p50)} ms)\n`);
+    results.push(result);
+  }
+  const command = ['npm run bench', ...(process.argv.slice(2).length ? ['--', ...process.argv.slice(2)] : [])].join(' ');
+  const section = report(results, command, (performance.now() - started) / 1000);
+  process.stdout.write(`${section}\n`);
+  if (!process.argv.includes('--no-write') && !quick) writeBenchmarks(section);
+  else process.stderr.write('bench: BENCHMARKS.md not written (--quick or --no-write)\n');
+}
+
+await main();
