@@ -4,6 +4,7 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { StaticSources } from '../catalog/static-sources.js';
 import type { IndexManager, IndexPipeline } from '../index/manager.js';
 import type { SearchService } from '../search/search.js';
+import { httpRequests } from '../metrics.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { healthRoutes } from './routes/health.js';
@@ -29,6 +30,14 @@ export function createApp(deps: AppDependencies): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  app.use((req, res, next) => {
+    // The matched route pattern, not the path, keeps label values few (a source name is not a label).
+    res.on('finish', () => {
+      const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
+      httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
+    });
+    next();
+  });
   const json = express.json({ limit: deps.bodyLimit, strict: true });
   const rawBodyPaths = new Set(deps.rawBodyPaths ?? []);
   app.use((req, res, next) => (rawBodyPaths.has(req.path) ? next() : json(req, res, next)));

@@ -3,6 +3,7 @@ import type { Catalog } from '../catalog/catalog.js';
 import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
 import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
+import { indexBuildDuration, indexSwaps, indexTexts, indexTools } from '../metrics.js';
 import { connectRedis, RedisKeys } from '../redis.js';
 import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { LocalIndexBuilder } from './local-builder.js';
@@ -29,7 +30,12 @@ export async function startIndexing(config: Config, catalog: Catalog, embedder: 
       cache: new MemoryEmbeddingCache(),
       lexical: config.search.lexical,
       hnsw: config.search.hnsw,
-      onBuilt: (stats, index) => log.info({ ...stats, catalogHash: index.catalogHash }, 'index built'),
+      onBuilt: (stats, index) => {
+        indexBuildDuration.observe(stats.durationMs / 1000);
+        indexTexts.inc({ cache: 'miss' }, stats.embedded);
+        indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
+        log.info({ ...stats, catalogHash: index.catalogHash }, 'index built');
+      },
     });
     const pipeline = new LocalIndexPipeline(indexes, builder);
     follow(catalog, indexes, pipeline, log);
@@ -78,6 +84,10 @@ export async function startIndexing(config: Config, catalog: Catalog, embedder: 
 
 function follow(catalog: Catalog, indexes: IndexManager, pipeline: IndexPipeline, log: Logger): void {
   indexes.on('failed', (error, catalogHash) => log.error({ err: error, catalogHash }, 'index build failed'));
+  indexes.on('swapped', (index) => {
+    indexSwaps.inc();
+    indexTools.set(index.size);
+  });
   const update = (snapshot = catalog.snapshot()) =>
     void pipeline.update(snapshot).catch((error: unknown) => log.error({ err: error }, 'index update failed'));
   catalog.on('change', update);

@@ -4,6 +4,7 @@ import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
+import { searchDuration, searchResults } from '../metrics.js';
 import { fuse, type FusedResult, type FusionMethod, type FusionWeights } from './fusion.js';
 
 export const SEARCH_MODES = ['hybrid', 'bm25', 'vector', 'regex'] as const;
@@ -76,6 +77,15 @@ export class SearchService {
   }
 
   async search(request: SearchRequest): Promise<SearchResponse> {
+    const mode = request.query.trim().toLowerCase().startsWith(SELECT_PREFIX) ? 'select' : (request.mode ?? this.settings.mode);
+    const stopTimer = searchDuration.startTimer({ mode });
+    const response = await this.answer(request);
+    stopTimer();
+    searchResults.observe({ mode }, response.results.length);
+    return response;
+  }
+
+  private async answer(request: SearchRequest): Promise<SearchResponse> {
     const topK = Math.min(request.topK ?? this.settings.topK, this.settings.maxTopK);
     const visible = request.visible ?? (() => true);
     const query = request.query.trim();

@@ -1,8 +1,12 @@
 import { Router } from 'express';
+import { metrics } from '../../metrics.js';
 import type { AppDependencies } from '../app.js';
 
 export function healthRoutes({ indexes }: Pick<AppDependencies, 'indexes'>): Router {
   const router = Router();
+  router.get('/metrics', async (_req, res) => {
+    res.type(metrics.contentType).send(await metrics.metrics());
+  });
   router.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
