@@ -122,8 +122,9 @@ function loadEvalData(catalogFile: string, queriesFile: string, limit?: number):
   const tools = loadCatalogFile(catalogFile);
   const names = new Set(tools.map((tool) => tool.name));
   const all = loadQueries(queriesFile);
-  const queries = all.filter((query) => query.expected.some((name) => names.has(name))).slice(0, limit);
-  const dropped = all.length - all.filter((query) => query.expected.some((name) => names.has(name))).length;
+  const answerable = all.filter((query) => query.expected.some((name) => names.has(name)));
+  const queries = answerable.slice(0, limit);
+  const dropped = all.length - answerable.length;
   if (dropped > 0) console.error(`note: ${dropped} queries name no tool in the catalog and were skipped`);
   if (queries.length === 0) throw new Error('no labelled query names a tool of this catalog');
   return { tools, queries };

@@ -33,12 +33,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const closers: (() => Promise<void> | void)[] = [];
   const embedder =
     options.embedder ??
-    (await createEmbedder({
-      model: config.embedding.model,
-      modelsDir: config.embedding.modelsDir,
-      allowRemoteModels: config.embedding.allowRemoteModels,
-      batchSize: config.embedding.batchSize,
-    }));
+    (await createEmbedder(config.embedding));
   const catalog = new Catalog({ separator: config.catalog.separator });
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 

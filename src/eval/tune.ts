@@ -1,6 +1,7 @@
 import type { LabelledQuery } from '../catalog/types.js';
 import type { ScoredName } from '../index/lexical.js';
 import { fuse, type FusionMethod, type FusionWeights } from '../search/fusion.js';
+import { semanticCandidates } from '../search/search.js';
 import type { Engine } from './engine.js';
 import { evaluate, type EvalResult } from './metrics.js';
 
@@ -26,8 +27,7 @@ export async function tune(
   const signals = new Map<string, { lexical: ScoredName[]; semantic: ScoredName[] }>();
   for (const [done, { query }] of queries.entries()) {
     if (signals.has(query)) continue;
-    const [vector] = await engine.embedder.embed([query]);
-    const semantic = vector && vector.some((value) => value !== 0) ? engine.index.vectors.search(vector, candidates) : [];
+    const semantic = await semanticCandidates(engine.index, engine.embedder, query, candidates);
     signals.set(query, { lexical: engine.index.lexical.search(query, candidates), semantic });
     options.onProgress?.(done + 1, queries.length);
   }

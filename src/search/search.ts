@@ -2,6 +2,7 @@ import RE2 from 're2';
 import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
+import type { ScoredName } from '../index/lexical.js';
 import type { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
 import { searchDuration, searchResults } from '../metrics.js';
@@ -56,6 +57,14 @@ export interface SearchResponse {
   index: { hash: string | null; model: string | null };
 }
 
+/** The index's nearest tools to the query's embedding; none for a query of only unknown words. */
+export async function semanticCandidates(index: SearchIndex, embedder: Embedder, query: string, limit: number): Promise<ScoredName[]> {
+  const [vector] = await embedder.embed([query]);
+  // A query of only unknown words embeds to nothing; it says nothing about similarity.
+  if (!vector || !vector.some((value) => value !== 0)) return [];
+  return index.vectors.search(vector, limit);
+}
+
 export class IndexNotReadyError extends Error {
   override readonly name = 'IndexNotReadyError';
 }
@@ -77,25 +86,24 @@ export class SearchService {
   }
 
   async search(request: SearchRequest): Promise<SearchResponse> {
-    const mode = request.query.trim().toLowerCase().startsWith(SELECT_PREFIX) ? 'select' : (request.mode ?? this.settings.mode);
+    const query = request.query.trim();
+    const mode = query.toLowerCase().startsWith(SELECT_PREFIX) ? 'select' : (request.mode ?? this.settings.mode);
     const stopTimer = searchDuration.startTimer({ mode });
-    const response = await this.answer(request);
+    const response = await this.answer(query, mode, request);
     stopTimer();
     searchResults.observe({ mode }, response.results.length);
     return response;
   }
 
-  private async answer(request: SearchRequest): Promise<SearchResponse> {
+  private async answer(query: string, mode: SearchMode | 'select', request: SearchRequest): Promise<SearchResponse> {
     const topK = Math.min(request.topK ?? this.settings.topK, this.settings.maxTopK);
     const visible = request.visible ?? (() => true);
-    const query = request.query.trim();
     const live = this.indexes.current;
     const indexInfo = { hash: live?.catalogHash ?? null, model: live?.model ?? null };
 
-    if (query.toLowerCase().startsWith(SELECT_PREFIX)) {
+    if (mode === 'select') {
       return { results: this.select(query.slice(SELECT_PREFIX.length), visible).slice(0, topK), index: indexInfo };
     }
-    const mode = request.mode ?? this.settings.mode;
     if (mode === 'regex') {
       return { results: this.regex(query, topK, visible), index: indexInfo };
     }
@@ -128,10 +136,7 @@ export class SearchService {
     if (live.model !== this.embedder.modelId) {
       throw new IndexNotReadyError(`the index was built with model ${live.model}; waiting for a rebuild with ${this.embedder.modelId}`);
     }
-    const [vector] = await this.embedder.embed([query]);
-    // A query of only unknown words embeds to nothing; it says nothing about similarity.
-    if (!vector || !vector.some((value) => value !== 0)) return [];
-    return live.vectors.search(vector, limit);
+    return semanticCandidates(live, this.embedder, query, limit);
   }
 
   private select(list: string, visible: (entry: CatalogEntry) => boolean): SearchHit[] {

@@ -17,12 +17,7 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
   if (!config.redisUrl) throw new Error('the index worker needs REDIS_URL');
   const keys = new RedisKeys(config.queue.prefix);
   const redis = connectRedis(config.redisUrl, 'toolrouter-worker', log);
-  const embedder = await createEmbedder({
-    model: config.embedding.model,
-    modelsDir: config.embedding.modelsDir,
-    allowRemoteModels: config.embedding.allowRemoteModels,
-    batchSize: config.embedding.batchSize,
-  });
+  const embedder = await createEmbedder(config.embedding);
   const deps = {
     redis,
     keys,
