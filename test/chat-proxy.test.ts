@@ -5,7 +5,7 @@ import { countTokens } from 'gpt-tokenizer';
 import type { Tool } from '../src/catalog/types.js';
 import { metrics } from '../src/metrics.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
-import { completion, startStandInLlm, type StandInLlm } from './helpers/stand-in-llm.js';
+import { completion, postJson, startStandInLlm, type StandInLlm } from './helpers/stand-in-llm.js';
 
 /** The fixture's MCP tools as an OpenAI caller would declare them. */
 const asFunction = (tool: Tool) => ({
@@ -17,28 +17,7 @@ const PINNED = 'web__search';
 
 const user = (content: unknown) => ({ role: 'user', content });
 
-interface ChatAnswer {
-  status: number;
-  headers: Headers;
-  raw: Buffer;
-  json: any;
-}
-
-async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<ChatAnswer> {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  const raw = Buffer.from(await response.arrayBuffer());
-  let json: unknown;
-  try {
-    json = JSON.parse(raw.toString('utf8'));
-  } catch {
-    json = undefined;
-  }
-  return { status: response.status, headers: response.headers, raw, json };
-}
+const post = postJson;
 
 async function counter(name: string, labels: Record<string, string>): Promise<number> {
   const metric = await metrics.getSingleMetric(name)?.get();

@@ -41,6 +41,8 @@ describe('MCP gateway over /mcp', () => {
     api = await startRouter({
       search: { pinned: ['files__echo', 'files__dyn_pinned'] },
       mcp: {
+        // Forced on: some tests take an upstream down, and the rest would be small enough for "auto" to list whole.
+        search: true,
         servers: {
           files: stdioFixtureServer({ FIXTURE_SECRET: 's3cret' }),
           tracker: { url: tracker.url, headers: { 'x-api-key': 'test-key' } },
@@ -605,7 +607,8 @@ describe('toolrouter stdio', () => {
     const { PROJECT_ROOT } = await import('../src/config/config.js');
     const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-stdio-'));
     const configFile = path.join(dir, 'config.json');
-    writeFileSync(configFile, JSON.stringify({ search: { pinned: ['files__echo'] }, mcp: { servers: { files: stdioFixtureServer() } } }));
+    // search: true, as the 9 fixture tools alone would be listed whole under the default "auto" (test/mcp-auto.test.ts).
+    writeFileSync(configFile, JSON.stringify({ search: { pinned: ['files__echo'] }, mcp: { search: true, servers: { files: stdioFixtureServer() } } }));
 
     const transport = new StdioClientTransport({
       command: process.execPath,

@@ -4,10 +4,16 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { OpenAiError } from './errors.js';
+import type { Api } from './tool-request.js';
+
+/** The upstream endpoints the proxy forwards to, by API. */
+export const UPSTREAM_ENDPOINTS = { chat: 'chat/completions', responses: 'responses' } as const satisfies Record<Api, string>;
 
 export interface UpstreamSettings {
-  /** OpenAI-compatible base URL (`https://api.openai.com/v1`), or the full chat-completions URL. */
+  /** OpenAI-compatible base URL (`https://api.openai.com/v1`), or the full chat-completions or responses URL. */
   url: string;
+  /** Which endpoint under the base URL. */
+  api: Api;
   /** Replaces the caller's Authorization when set. */
   key?: string;
   /** Longest wait for the upstream's response head, and then between two chunks of its body. */
@@ -30,22 +36,31 @@ const HOP_BY_HOP = new Set([
   'expect',
 ]);
 
-/** `<base>/chat/completions`, unless the URL already is that endpoint; the caller's query string (Azure's `api-version`) is kept. */
-export function chatCompletionsUrl(base: string, incomingUrl: string): string {
+/**
+ * `<base>/chat/completions` or `<base>/responses`. A base that already ends in either endpoint (UPSTREAM_LLM_URL set
+ * to the full chat-completions URL, as Azure deployments are) has it replaced, so one setting serves both APIs. The
+ * caller's query string (Azure's `api-version`) is kept.
+ */
+export function upstreamUrl(base: string, api: Api, incomingUrl: string): string {
   const url = new URL(base);
-  if (!/\/chat\/completions\/?$/.test(url.pathname)) url.pathname = `${url.pathname.replace(/\/+$/, '')}/chat/completions`;
+  const root = url.pathname.replace(/\/+$/, '').replace(/\/(chat\/completions|responses)$/, '');
+  url.pathname = `${root}/${UPSTREAM_ENDPOINTS[api]}`;
   const search = new URL(incomingUrl, 'http://placeholder').search;
   if (search) url.search = search;
   return url.toString();
 }
 
+export function chatCompletionsUrl(base: string, incomingUrl: string): string {
+  return upstreamUrl(base, 'chat', incomingUrl);
+}
+
 /**
- * Forwards a chat-completion request and streams the upstream's answer back as it comes: status, headers and body
+ * Forwards a request (chat completion or response) and streams the upstream's answer back as it comes: status, headers and body
  * bytes unchanged, so SSE chunks, error bodies and anything else the upstream says reach the caller exactly. Nothing
  * is parsed on the way back. Errors before the upstream answers are OpenAI-style (502 unreachable, 504 timeout); once
  * the body is streaming, a failure can only cut the connection, which clients see as a truncated stream.
  */
-export async function forwardChatCompletion(
+export async function forwardRequest(
   req: Request,
   res: Response,
   body: Uint8Array | string,
@@ -71,7 +86,7 @@ export async function forwardChatCompletion(
   try {
     let answer: globalThis.Response;
     try {
-      answer = await fetch(chatCompletionsUrl(upstream.url, req.originalUrl), {
+      answer = await fetch(upstreamUrl(upstream.url, upstream.api, req.originalUrl), {
         method: 'POST',
         headers: upstreamHeaders(req, upstream.key),
         body,

@@ -1,5 +1,5 @@
 import { SELECT_PREFIX } from '../search/search.js';
-import type { ChatMessage } from './request.js';
+import type { Turn } from './tool-request.js';
 
 /** How many recent user turns make the query: the last one says what is wanted now, the two before give context. */
 export const QUERY_TURNS = 3;
@@ -12,9 +12,10 @@ export const LAST_TURN_WEIGHT = 2;
 /**
  * The search query for a conversation: its recent user turns, the last one weighted, within `maxLength` characters.
  * Conversations without user text (a system prompt and tool results only) fall back to the system and developer
- * messages, which describe the task. Returns '' when there is nothing to search with.
+ * messages (and the Responses API's `instructions`, read as a system message), which describe the task. Returns ''
+ * when there is nothing to search with.
  */
-export function conversationQuery(messages: readonly ChatMessage[], maxLength: number): string {
+export function conversationQuery(messages: readonly Turn[], maxLength: number): string {
   let turns = textsOf(messages, (role) => role === 'user');
   if (turns.length === 0) turns = textsOf(messages, (role) => role === 'system' || role === 'developer');
   turns = turns.slice(-QUERY_TURNS);
@@ -28,26 +29,31 @@ export function conversationQuery(messages: readonly ChatMessage[], maxLength: n
   return query.toLowerCase().startsWith(SELECT_PREFIX) ? query.slice(SELECT_PREFIX.length) : query;
 }
 
-function textsOf(messages: readonly ChatMessage[], wanted: (role: string) => boolean): string[] {
+function textsOf(messages: readonly Turn[], wanted: (role: string) => boolean): string[] {
   return messages
     .filter((message) => wanted(message.role))
     .map((message) => contentText(message.content))
     .filter((text) => text.length > 0);
 }
 
-/** Message content is a string or a list of parts; only text parts say anything searchable. */
+/**
+ * Message content is a string or a list of parts; only text parts say anything searchable (`text` in chat
+ * completions, `input_text` / `output_text` in the Responses API).
+ */
 export function contentText(content: unknown): string {
   if (typeof content === 'string') return content.replace(/\s+/g, ' ').trim();
   if (!Array.isArray(content)) return '';
   return content
     .map((part) => {
       const typed = part as { type?: unknown; text?: unknown } | null;
-      return typed?.type === 'text' && typeof typed.text === 'string' ? typed.text : '';
+      return TEXT_PARTS.has(typed?.type) && typeof typed?.text === 'string' ? typed.text : '';
     })
     .join(' ')
     .replace(/\s+/g, ' ')
     .trim();
 }
+
+const TEXT_PARTS = new Set<unknown>(['text', 'input_text', 'output_text']);
 
 /**
  * Keeps the beginning and the end of a long text: a pasted document often comes with the actual request before or

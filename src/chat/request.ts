@@ -1,26 +1,23 @@
 import { z } from 'zod';
-import { TOOL_NAME_PATTERN } from '../catalog/validate.js';
-import { invalidRequest } from './errors.js';
+import {
+  addIssues,
+  assertUniqueNames,
+  parseJsonObject,
+  toolNameSchema as toolName,
+  validateBody,
+  type FunctionDefinition,
+  type RequestTool,
+  type ToolRequest,
+  type ToolUse,
+} from './tool-request.js';
+
+export type { FunctionDefinition, RequestTool } from './tool-request.js';
 
 /**
  * The parts of an OpenAI chat-completions request toolrouter reads. Everything else is the upstream's business: unknown
  * fields pass through, and only what the rewriter relies on is validated, so a request the upstream would accept is
  * not refused here for a field toolrouter never looks at.
  */
-
-export interface FunctionDefinition {
-  name: string;
-  description?: string;
-  parameters?: Record<string, unknown>;
-  [key: string]: unknown;
-}
-
-export interface RequestTool {
-  /** The tool object exactly as the caller sent it; a kept tool is forwarded as is. */
-  definition: Record<string, unknown>;
-  /** Set for `type: "function"` tools, the only kind toolrouter ranks; other kinds are always forwarded. */
-  function?: FunctionDefinition;
-}
 
 export interface ToolCall {
   id?: string;
@@ -40,19 +37,10 @@ export interface ChatMessage {
   function_call?: { name: string } | null;
 }
 
-export interface ChatRequest {
-  /** The whole body as parsed; a rewrite replaces only its `tools`. */
-  body: Record<string, unknown>;
+export interface ChatRequest extends ToolRequest {
+  api: 'chat';
   messages: ChatMessage[];
-  tools: RequestTool[];
-  /** Names `tool_choice` makes the model see: a forced function, or the `allowed_tools` list. */
-  toolChoiceNames: string[];
-  stream: boolean;
 }
-
-const toolName = z
-  .string({ error: 'is required and must be a string' })
-  .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of a-z, A-Z, 0-9, "_", "-" or "."');
 
 const functionSchema = z.looseObject(
   {
@@ -69,8 +57,7 @@ const toolSchema = z
   .superRefine((tool, ctx) => {
     if (tool.type !== 'function') return;
     const parsed = functionSchema.safeParse(tool.function);
-    if (parsed.success) return;
-    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: ['function', ...issue.path] });
+    if (!parsed.success) addIssues(ctx, parsed.error, ['function']);
   });
 
 const namedObject = z.looseObject({ name: toolName }, { error: 'must be an object with a name' });
@@ -94,8 +81,7 @@ const toolChoiceSchema = z
   .superRefine((choice, ctx) => {
     const schema = typeof choice === 'string' ? undefined : namedChoices[choice.type];
     const parsed = schema?.safeParse(choice);
-    if (!parsed || parsed.success) return;
-    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    if (parsed && !parsed.success) addIssues(ctx, parsed.error);
   });
 
 const toolCallSchema = z.looseObject(
@@ -133,54 +119,52 @@ const bodySchema = z.looseObject({
 
 /** Parses request bytes; every problem is a 400 in OpenAI's format, `param` naming the first bad field. */
 export function parseChatRequestBytes(bytes: Uint8Array | undefined): ChatRequest {
-  if (!bytes || bytes.length === 0) throw invalidRequest('The request body is empty; send a JSON chat completion request.');
-  let body: unknown;
-  try {
-    body = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
-  } catch (error) {
-    throw invalidRequest(`The request body is not valid JSON: ${(error as Error).message}`, null, 'invalid_json');
-  }
-  return parseChatRequest(body);
+  return parseChatRequest(parseJsonObject(bytes, 'chat completion request'));
 }
 
 export function parseChatRequest(body: unknown): ChatRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw invalidRequest('The request body must be a JSON object.', null, 'invalid_json');
-  }
-  const parsed = bodySchema.safeParse(body);
-  if (!parsed.success) {
-    const issues = parsed.error.issues;
-    const shown = issues.slice(0, 5).map((issue) => `${formatPath(issue.path) || 'body'}: ${issue.message}`);
-    const more = issues.length > shown.length ? ` (and ${issues.length - shown.length} more)` : '';
-    throw invalidRequest(`Invalid request: ${shown.join('; ')}${more}`, formatPath(issues[0]!.path) || null, 'invalid_value');
-  }
-  const data = parsed.data;
+  const data = validateBody(bodySchema, body);
   const rawTools = (data.tools ?? []) as Record<string, unknown>[];
   const tools: RequestTool[] = rawTools.map((definition) =>
     definition.type === 'function' ? { definition, function: definition.function as FunctionDefinition } : { definition },
   );
-  // Ranking and keep-rules work by name: two definitions of one name would make "keep x" ambiguous.
-  const firstSeen = new Map<string, number>();
-  tools.forEach((tool, position) => {
-    const name = tool.function?.name;
-    if (name === undefined) return;
-    const earlier = firstSeen.get(name);
-    if (earlier !== undefined) {
-      throw invalidRequest(
-        `Duplicate tool name "${name}" in tools[${earlier}] and tools[${position}]; tool names must be unique.`,
-        `tools[${position}].function.name`,
-        'duplicate_tool_name',
-      );
-    }
-    firstSeen.set(name, position);
-  });
+  assertUniqueNames(tools, (position) => `tools[${position}].function.name`);
+  const messages = data.messages as ChatMessage[];
   return {
+    api: 'chat',
     body: body as Record<string, unknown>,
-    messages: data.messages as ChatMessage[],
+    messages,
     tools,
     toolChoiceNames: toolChoiceNames(data.tool_choice),
+    toolUse: toolUse(messages),
+    turns: messages,
     stream: data.stream === true,
   };
+}
+
+/**
+ * Called tools (`tool_calls`, legacy `function_call`) and tools with results in the conversation (`tool` messages,
+ * mapped to a name through the assistant's `tool_calls[].id`; legacy `function` messages name it).
+ */
+function toolUse(messages: readonly ChatMessage[]): ToolUse {
+  const callNames = new Map<string, string>();
+  const called: string[] = [];
+  for (const message of messages) {
+    if (message.role !== 'assistant') continue;
+    for (const call of message.tool_calls ?? []) {
+      const name = call.function?.name ?? call.custom?.name;
+      if (name === undefined) continue;
+      called.push(name);
+      if (call.id !== undefined) callNames.set(call.id, name);
+    }
+    if (message.function_call) called.push(message.function_call.name);
+  }
+  const results: string[] = [];
+  for (const message of messages) {
+    const name = message.role === 'tool' && message.tool_call_id !== undefined ? callNames.get(message.tool_call_id) : message.role === 'function' ? message.name : undefined;
+    if (name !== undefined) results.push(name);
+  }
+  return { called, results };
 }
 
 /** Reads names from a `tool_choice` the schema has already checked. */
@@ -196,11 +180,4 @@ function toolChoiceNames(choice: unknown): string[] {
         ? (fields.allowed_tools as { tools: Record<string, unknown>[] }).tools.flatMap((tool) => [named(tool.function), named(tool.custom)])
         : [];
   return names.filter((name) => name !== undefined);
-}
-
-/** `['tools', 3, 'function', 'name']` → `tools[3].function.name`, the form OpenAI uses in `param`. */
-function formatPath(path: readonly PropertyKey[]): string {
-  let out = '';
-  for (const key of path) out += typeof key === 'number' ? `[${key}]` : out === '' ? String(key) : `.${String(key)}`;
-  return out;
 }

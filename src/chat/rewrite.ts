@@ -1,4 +1,4 @@
-import type { ChatRequest, RequestTool } from './request.js';
+import type { RequestTool, ToolRequest } from './tool-request.js';
 
 /**
  * The decision of a rewrite, as pure functions: which of a request's tools stay, and why. Ranking happens elsewhere;
@@ -10,11 +10,15 @@ export type RuleReason = 'tool_choice' | 'tool_result' | 'called' | 'pinned';
 /**
  * - `ranked`: among the top k for the conversation.
  * - `within_k`: the request has no more tools than k (or would lose none), so it is forwarded unchanged.
+ * - `below_threshold`: the tool list is small enough to show whole (search.activation), so it is not trimmed.
  * - `no_query`: the conversation has no text to rank with; forwarded unchanged rather than guessing.
  * - `no_match`: nothing in the tool list matched the query at all; forwarded unchanged rather than guessing.
- * - `not_a_function`: a non-function tool (`custom`, provider extensions), which toolrouter does not rank.
+ * - `not_a_function`: a non-function tool (`custom`, hosted tools like web_search, provider extensions), which
+ *   toolrouter does not rank.
  */
-export type KeepReason = RuleReason | 'ranked' | 'within_k' | 'no_query' | 'no_match' | 'not_a_function';
+export type KeepReason = RuleReason | 'ranked' | 'within_k' | 'below_threshold' | 'no_query' | 'no_match' | 'not_a_function';
+/** Why a whole request is forwarded unchanged. */
+export type UnchangedReason = 'within_k' | 'below_threshold' | 'no_query' | 'no_match';
 /** `below_top_k`: ranked below the top k. `replaced_by_catalog`: catalog mode replaced the request's tools. */
 export type DropReason = 'below_top_k' | 'replaced_by_catalog';
 
@@ -36,54 +40,42 @@ export interface DroppedTool {
  * Tools the model must still see, by name:
  * - `tool_choice`: named by `tool_choice` (a forced function, or the `allowed_tools` list); dropping it would make
  *   the upstream reject the request.
- * - `tool_result`: its result is in the conversation (`tool` messages, mapped to a name through the assistant's
- *   `tool_calls[].id`; legacy `function` messages name it). The model reads a result against its tool's definition.
- * - `called`: the assistant called it earlier (`tool_calls`, legacy `function_call`); the conversation refers to it.
+ * - `tool_result`: its result is in the conversation (chat: `tool`/`function` messages; responses:
+ *   `function_call_output` items). The model reads a result against its tool's definition.
+ * - `called`: the model called it earlier (chat: `tool_calls`, legacy `function_call`; responses: `function_call`
+ *   items); the conversation refers to it.
  * - `pinned`: configured to be always visible (`search.pinned`).
  */
-export function requiredTools(
-  request: Pick<ChatRequest, 'messages' | 'toolChoiceNames'>,
-  pinned: readonly string[],
-): Map<string, RuleReason> {
+export function requiredTools(request: Pick<ToolRequest, 'toolUse' | 'toolChoiceNames'>, pinned: readonly string[]): Map<string, RuleReason> {
   const required = new Map<string, RuleReason>();
   const add = (name: string | undefined, reason: RuleReason) => {
     if (name !== undefined && !required.has(name)) required.set(name, reason);
   };
-  const callNames = new Map<string, string>();
-  const called: string[] = [];
-  for (const message of request.messages) {
-    if (message.role !== 'assistant') continue;
-    for (const call of message.tool_calls ?? []) {
-      const name = call.function?.name ?? call.custom?.name;
-      if (name === undefined) continue;
-      called.push(name);
-      if (call.id !== undefined) callNames.set(call.id, name);
-    }
-    if (message.function_call) called.push(message.function_call.name);
-  }
   for (const name of request.toolChoiceNames) add(name, 'tool_choice');
-  for (const message of request.messages) {
-    if (message.role === 'tool' && message.tool_call_id !== undefined) add(callNames.get(message.tool_call_id), 'tool_result');
-    if (message.role === 'function') add(message.name, 'tool_result');
-  }
-  for (const name of called) add(name, 'called');
+  for (const name of request.toolUse.results) add(name, 'tool_result');
+  for (const name of request.toolUse.called) add(name, 'called');
   for (const name of pinned) add(name, 'pinned');
   return required;
 }
 
-/** A label for any request tool: the function (or custom tool) name, else its type. */
+/**
+ * A label for any request tool: the function name; for other kinds their own name where they have one (chat's
+ * `custom.name`, responses' top-level `name`, an `mcp` tool's `server_label`), else their type.
+ */
 export function toolLabel(tool: RequestTool): string {
   if (tool.function) return tool.function.name;
-  const type = String(tool.definition.type);
-  const name = (tool.definition[type] as { name?: unknown } | undefined)?.name;
-  return typeof name === 'string' ? name : type;
+  const { definition } = tool;
+  const type = String(definition.type);
+  const nested = (definition[type] as { name?: unknown } | undefined)?.name;
+  for (const name of [nested, definition.name, definition.server_label]) if (typeof name === 'string') return name;
+  return type;
 }
 
 /** Every tool kept: rule-kept ones with their rule, the others with `reason`. */
 export function keepAll(
   tools: readonly RequestTool[],
   required: ReadonlyMap<string, RuleReason>,
-  reason: 'within_k' | 'no_query' | 'no_match',
+  reason: UnchangedReason,
 ): KeptTool[] {
   return tools.map((tool) => ({
     name: toolLabel(tool),

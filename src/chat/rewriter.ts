@@ -1,8 +1,10 @@
-import type { Catalog } from '../catalog/catalog.js';
+import { Access } from '../auth/access.js';
+import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
+import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../search/activation.js';
 import { SearchService, type SearchMode, type SearchSettings } from '../search/search.js';
+import { toolTokens, totalTokens } from '../search/tokens.js';
 import { conversationQuery } from './query.js';
-import type { ChatRequest } from './request.js';
 import {
   keepAll,
   requiredTools,
@@ -11,19 +13,24 @@ import {
   type DroppedTool,
   type KeptTool,
   type RuleReason,
+  type UnchangedReason,
 } from './rewrite.js';
 import type { FunctionTool, ToolIndexCache } from './tool-index-cache.js';
-import { openAiFunctionTool } from './tools.js';
-import { toolTokens, totalTokens } from './tokens.js';
+import type { Api, ToolRequest } from './tool-request.js';
+import { catalogFunctionTool } from './tools.js';
 
 export interface RewriteOptions {
   /** Ranked tools to keep; rule-kept tools come on top. */
   k: number;
   /** Rank the router's own catalog instead of the request's tools. */
   useCatalog: boolean;
+  /** Who asks: catalog mode only ever adds tools this caller's key may see. */
+  access?: Access;
 }
 
 export interface Decision {
+  /** The API the request came in: `chat` (/v1/chat/completions) or `responses` (/v1/responses). */
+  api: Api;
   mode: 'request' | 'catalog';
   k: number;
   /** The query the tools were ranked with ('' when none was needed or possible). */
@@ -36,6 +43,11 @@ export interface Decision {
   dropped: DroppedTool[];
   /** Prompt tokens of the tool definitions in the caller's request and in the forwarded one. */
   tokens: { before: number; after: number; saved: number };
+  /**
+   * Whether the tool list is big enough to trim (search.activation, the same measure as the MCP gateway's
+   * `search: "auto"`): over the request's function tools, or in catalog mode over the catalog plus the request's own.
+   */
+  activation: Activation;
   /** Whether the request's tool list was already indexed; absent when no index was needed. */
   cache?: 'hit' | 'miss';
 }
@@ -46,39 +58,54 @@ export interface Rewrite {
   decision: Decision;
 }
 
-export interface ChatRewriterDeps {
+export interface ToolRewriterDeps {
   /** The router's catalog and search, for catalog mode. */
   catalog: Catalog;
   search: SearchService;
   embedder: Embedder;
   cache: ToolIndexCache;
   settings: SearchSettings;
+  /** When a tool list is big enough to trim at all (search.activation). */
+  activation: ActivationThresholds;
   maxQueryLength: number;
 }
 
-/** Decides which tools a chat-completion request forwards, ranking with the same hybrid search as the rest of the router. */
-export class ChatRewriter {
+/**
+ * Decides which tools a request forwards, for chat completions and the Responses API alike (each parser turns its
+ * format into a ToolRequest), ranking with the same hybrid search as the rest of the router.
+ */
+export class ToolRewriter {
   private readonly mode: SearchMode;
+  /**
+   * Catalog mode's size check, which remembers the catalog's token count by its hash. Always 'auto': whoever wants
+   * every request trimmed sets both thresholds to 0.
+   */
+  private readonly activation: ActivationPolicy;
 
-  constructor(private readonly deps: ChatRewriterDeps) {
+  constructor(private readonly deps: ToolRewriterDeps) {
     // Regex mode reads the query as a pattern; a conversation is prose.
     this.mode = deps.settings.mode === 'regex' ? 'hybrid' : deps.settings.mode;
+    this.activation = new ActivationPolicy('auto', deps.activation);
   }
 
-  rewrite(request: ChatRequest, options: RewriteOptions): Promise<Rewrite> {
-    return options.useCatalog ? this.fromCatalog(request, options.k) : this.fromRequest(request, options.k);
+  rewrite(request: ToolRequest, options: RewriteOptions): Promise<Rewrite> {
+    const access = options.access ?? Access.open;
+    return options.useCatalog ? this.fromCatalog(request, options.k, access) : this.fromRequest(request, options.k, access.scope);
   }
 
-  private async fromRequest(request: ChatRequest, k: number): Promise<Rewrite> {
+  private async fromRequest(request: ToolRequest, k: number, scope: string | undefined): Promise<Rewrite> {
     const { tools } = request;
     const required = requiredTools(request, this.deps.settings.pinned);
     const functions = tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
     const requiredHere = functions.filter((tool) => required.has(tool.function.name)).length;
-    const unchanged = (reason: 'within_k' | 'no_query' | 'no_match', query = '', cache?: 'hit' | 'miss'): Rewrite => {
+    // Token counts are memoised per definition (src/search/tokens.ts), and only lists within maxTools are counted.
+    const activation = decideActivation('auto', this.deps.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
+    const unchanged = (reason: UnchangedReason, query = '', cache?: 'hit' | 'miss'): Rewrite => {
       const tokens = totalTokens(tools.map((tool) => tool.definition));
       return {
         body: undefined,
         decision: {
+          api: request.api,
           mode: 'request',
           k,
           query,
@@ -87,13 +114,16 @@ export class ChatRewriter {
           kept: keepAll(tools, required, reason),
           dropped: [],
           tokens: { before: tokens, after: tokens, saved: 0 },
+          activation,
           ...(cache ? { cache } : {}),
         },
       };
     };
+    // A small list costs less than a search would save: the model sees it whole.
+    if (!activation.active) return unchanged('below_threshold');
     // Nothing could be dropped: forwarded as is, without indexing anything.
     if (functions.length - requiredHere <= k) return unchanged('within_k');
-    const query = conversationQuery(request.messages, this.deps.maxQueryLength);
+    const query = conversationQuery(request.turns, this.deps.maxQueryLength);
     if (query === '') return unchanged('no_query');
 
     const { index, hit } = await this.deps.cache.get(functions);
@@ -106,12 +136,14 @@ export class ChatRewriter {
       candidates: Math.max(this.deps.settings.candidates, k + requiredHere),
       // Pinned tools are a keep-rule here; the request's own search must not hide them.
       pinned: [],
-    });
+      // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
+    }, this.deps.search.feedback);
     const { results } = await search.search({
       query,
       topK: k,
       mode: this.mode,
       visible: (entry) => !required.has(entry.tool.name),
+      feedbackScope: scope,
     });
     const cache = hit ? 'hit' : 'miss';
     if (results.length === 0) return unchanged('no_match', query, cache);
@@ -134,6 +166,7 @@ export class ChatRewriter {
     return {
       body: { ...request.body, tools: forwarded },
       decision: {
+        api: request.api,
         mode: 'request',
         k,
         query,
@@ -142,6 +175,7 @@ export class ChatRewriter {
         kept: selection.kept,
         dropped: selection.dropped,
         tokens: { before, after, saved: before - after },
+        activation,
         cache,
       },
     };
@@ -149,40 +183,61 @@ export class ChatRewriter {
 
   /**
    * Catalog mode: the request's tools are replaced by the catalog's best matches for the conversation. Tools the
-   * keep-rules name stay: the request's own definition when it has one, else the catalog's.
+   * keep-rules name stay: the request's own definition when it has one, else the catalog's. When the catalog and the
+   * request's own functions together are below the activation threshold, nothing is trimmed: the request keeps its
+   * tools and gets every catalog tool besides.
    */
-  private async fromCatalog(request: ChatRequest, k: number): Promise<Rewrite> {
+  private async fromCatalog(request: ToolRequest, k: number, access: Access): Promise<Rewrite> {
     const { catalog, search, settings } = this.deps;
+    // The catalog as this caller's key sees it: a tool outside the key is never added, by rule or by rank.
+    const visible = (entry: CatalogEntry | undefined): entry is CatalogEntry => entry !== undefined && access.canSee(entry);
     const required = requiredTools(request, settings.pinned);
-    const query = conversationQuery(request.messages, this.deps.maxQueryLength);
+    const query = conversationQuery(request.turns, this.deps.maxQueryLength);
+    const extras = request.tools.filter((tool) => tool.function && !visible(catalog.get(tool.function.name)));
+    const snapshot = catalog.snapshot();
+    const entries = access.restricted ? snapshot.entries.filter(visible) : snapshot.entries;
+    const activation = this.activation.decidePool(entries.length + extras.length, [
+      // The catalog's definitions in this API's format are counted once per catalog hash (which covers searchable
+      // text: a change to schema types alone keeps the old count, off by a few tokens until the next real change) and key.
+      { key: () => `${snapshot.catalogHash}:${request.api}:${access.scope ?? ''}`, definitions: () => entries.map((entry) => catalogFunctionTool(request.api, entry.tool)) },
+      { definitions: () => extras.map((tool) => tool.definition) },
+    ]);
+    const trim = activation.active;
     const forwarded: unknown[] = [];
     const kept: KeptTool[] = [];
     const dropped: DroppedTool[] = [];
     const taken = new Set<string>();
-    let poolExtra = 0;
     for (const tool of request.tools) {
       const name = toolLabel(tool);
       const rule = tool.function ? required.get(name) : undefined;
-      if (tool.function && !catalog.get(name)) poolExtra++;
-      if (tool.function && !rule) {
+      if (tool.function && !rule && trim) {
         dropped.push({ name, reason: 'replaced_by_catalog' });
         continue;
       }
       forwarded.push(tool.definition);
-      kept.push({ name, reason: rule ?? 'not_a_function', source: 'request' });
+      kept.push({ name, reason: rule ?? (tool.function ? 'below_threshold' : 'not_a_function'), source: 'request' });
       taken.add(name);
     }
-    for (const [name, reason] of required as Map<string, RuleReason>) {
+    const fromCatalog = (name: string, reason: KeptTool['reason']) => {
       const entry = taken.has(name) ? undefined : catalog.get(name);
-      if (!entry) continue;
-      forwarded.push(openAiFunctionTool(entry.tool));
+      if (!visible(entry)) return;
+      forwarded.push(catalogFunctionTool(request.api, entry.tool));
       kept.push({ name, reason, source: 'catalog' });
       taken.add(name);
-    }
-    if (query !== '') {
-      const { results } = await search.search({ query, topK: k, mode: this.mode, visible: (entry) => !taken.has(entry.tool.name) });
+    };
+    for (const [name, reason] of required as Map<string, RuleReason>) fromCatalog(name, reason);
+    if (!trim) {
+      for (const entry of entries) fromCatalog(entry.tool.name, 'below_threshold');
+    } else if (query !== '') {
+      const { results } = await search.search({
+        query,
+        topK: k,
+        mode: this.mode,
+        visible: (entry) => !taken.has(entry.tool.name) && access.canSee(entry),
+        feedbackScope: access.scope,
+      });
       for (const hit of results) {
-        forwarded.push(openAiFunctionTool(hit.tool));
+        forwarded.push(catalogFunctionTool(request.api, hit.tool));
         kept.push({ name: hit.tool.name, reason: 'ranked', score: hit.score, source: 'catalog' });
       }
     }
@@ -198,14 +253,16 @@ export class ChatRewriter {
     return {
       body,
       decision: {
+        api: request.api,
         mode: 'catalog',
         k,
         query,
         changed: true,
-        total: catalog.size + poolExtra,
+        total: snapshot.entries.length + extras.length,
         kept,
         dropped,
         tokens: { before, after, saved: Math.max(0, before - after) },
+        activation,
       },
     };
   }

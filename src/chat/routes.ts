@@ -1,4 +1,4 @@
-import express, { Router, type Request } from 'express';
+import express, { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Config } from '../config/config.js';
@@ -6,18 +6,27 @@ import type { Embedder } from '../embedding/embedder.js';
 import { chatTokensSaved, chatToolsDropped, chatToolsKept } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import { OpenAiError, invalidRequest, openAiErrorHandler } from './errors.js';
-import { forwardChatCompletion } from './proxy.js';
-import { parseChatRequest, parseChatRequestBytes, type ChatRequest } from './request.js';
-import { ChatRewriter, type RewriteOptions } from './rewriter.js';
+import { forwardRequest } from './proxy.js';
+import { parseChatRequest } from './request.js';
+import { parseResponsesRequest } from './responses.js';
+import { ToolRewriter, type RewriteOptions } from './rewriter.js';
 import { ToolIndexCache } from './tool-index-cache.js';
+import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
+import { ChatFeedback, conversationSteps } from '../feedback/capture.js';
+import type { FeedbackRecorder } from '../feedback/service.js';
+import { accessOf } from '../http/auth.js';
 
 export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
+export const RESPONSES_PATH = '/v1/responses';
 export const REWRITE_PATH = '/v1/tools/rewrite';
 /** Routes that read their body raw (see createApp): forwarded byte for byte, and malformed JSON answered OpenAI-style. */
-export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, REWRITE_PATH];
+export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, RESPONSES_PATH, REWRITE_PATH];
 
 /** Most tools a request may ask to keep through `x-toolrouter-k`. */
 const MAX_K = 1_000;
+
+const PARSERS: Record<Api, (body: unknown) => ToolRequest> = { chat: parseChatRequest, responses: parseResponsesRequest };
+const WHAT: Record<Api, string> = { chat: 'chat completion request', responses: 'Responses API request' };
 
 export interface ChatDependencies {
   config: Config;
@@ -25,19 +34,23 @@ export interface ChatDependencies {
   search: SearchService;
   embedder: Embedder;
   log: Logger;
+  /** Learning from usage: a call of a tool the router kept, seen in a later turn, is recorded. */
+  feedback?: FeedbackRecorder;
 }
 
 /**
- * The OpenAI-compatible face: `POST /v1/chat/completions` forwards requests upstream with their tool list cut to
- * what the conversation needs, and `POST /v1/tools/rewrite` shows that decision without forwarding.
+ * The OpenAI-compatible face: `POST /v1/chat/completions` and `POST /v1/responses` forward requests upstream with their
+ * tool list cut to what the conversation needs, and `POST /v1/tools/rewrite` shows that decision without forwarding.
  */
-export function chatRoutes({ config, catalog, search, embedder, log }: ChatDependencies): Router {
+export function chatRoutes({ config, catalog, search, embedder, log, feedback }: ChatDependencies): Router {
   const router = Router();
-  const rewriter = new ChatRewriter({
+  const chatFeedback = new ChatFeedback(feedback, log);
+  const rewriter = new ToolRewriter({
     catalog,
     search,
     embedder,
     settings: config.search,
+    activation: config.search.activation,
     maxQueryLength: config.search.maxQueryLength,
     cache: new ToolIndexCache({
       size: config.chat.toolIndexCacheSize,
@@ -48,7 +61,7 @@ export function chatRoutes({ config, catalog, search, embedder, log }: ChatDepen
   });
   const rawBody = express.raw({ type: () => true, limit: config.bodyLimit });
 
-  router.post(CHAT_COMPLETIONS_PATH, rawBody, async (req, res) => {
+  const proxy = (api: Api) => async (req: Request, res: Response) => {
     const upstreamUrl = config.upstreamLlmUrl;
     if (!upstreamUrl) {
       throw new OpenAiError(
@@ -59,22 +72,26 @@ export function chatRoutes({ config, catalog, search, embedder, log }: ChatDepen
         'upstream_not_configured',
       );
     }
-    const request = readRequest(req);
-    const { body, decision } = await rewriter.rewrite(request, rewriteOptions(req, config.chat.k));
+    const request = readRequest(req, api);
+    const { body, decision } = await rewriter.rewrite(request, rewriteOptions(req, res, config.chat.k));
+    chatFeedback.observe(conversationSteps(request), decision, accessOf(res).scope);
     const labels = { mode: decision.mode };
     chatToolsKept.inc(labels, decision.kept.length);
     chatToolsDropped.inc(labels, decision.dropped.length);
     chatTokensSaved.inc(labels, decision.tokens.saved);
-    log.debug({ mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache }, 'chat tools rewritten');
+    log.debug({ api, mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache }, 'tools rewritten');
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     // Unchanged requests go upstream as the very bytes the caller sent.
     const forwarded = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
-    await forwardChatCompletion(req, res, forwarded, { url: upstreamUrl, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs }, log);
-  });
+    await forwardRequest(req, res, forwarded, { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs }, log);
+  };
+  router.post(CHAT_COMPLETIONS_PATH, rawBody, proxy('chat'));
+  router.post(RESPONSES_PATH, rawBody, proxy('responses'));
 
   router.post(REWRITE_PATH, rawBody, async (req, res) => {
-    const request = readRequest(req);
-    const { body, decision } = await rewriter.rewrite(request, rewriteOptions(req, config.chat.k));
+    const parsed = Buffer.isBuffer(req.body) ? parseJsonObject(req.body, 'chat completion or Responses API request') : req.body;
+    const request = PARSERS[rewriteApi(parsed)](parsed);
+    const { body, decision } = await rewriter.rewrite(request, rewriteOptions(req, res, config.chat.k));
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     res.json({ request: body ?? request.body, decision });
   });
@@ -83,17 +100,27 @@ export function chatRoutes({ config, catalog, search, embedder, log }: ChatDepen
   return router;
 }
 
-/** The body arrives raw (Buffer); if an app-level JSON parser got to it first, its parsed form is used instead. */
-function readRequest(req: Request): ChatRequest {
-  return Buffer.isBuffer(req.body) ? parseChatRequestBytes(req.body) : parseChatRequest(req.body);
+/**
+ * Which API a dry-run body is written for: a body with `messages` is a chat completion; one with `input`,
+ * `instructions` or `previous_response_id` (and no `messages`) is a Responses API request. Anything else is read as a
+ * chat completion, whose validation then says what is missing.
+ */
+export function rewriteApi(body: unknown): Api {
+  if (typeof body !== 'object' || body === null || 'messages' in body) return 'chat';
+  return ['input', 'instructions', 'previous_response_id'].some((field) => field in body) ? 'responses' : 'chat';
 }
 
-function rawBytes(req: Request, request: ChatRequest): Uint8Array | string {
+/** The body arrives raw (Buffer); if an app-level JSON parser got to it first, its parsed form is used instead. */
+function readRequest(req: Request, api: Api): ToolRequest {
+  return PARSERS[api](Buffer.isBuffer(req.body) ? parseJsonObject(req.body, WHAT[api]) : req.body);
+}
+
+function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {
   return Buffer.isBuffer(req.body) ? new Uint8Array(req.body.buffer, req.body.byteOffset, req.body.byteLength) : JSON.stringify(request.body);
 }
 
 /** `x-toolrouter-k: <n>` overrides k; `x-toolrouter-catalog: true` ranks the router's catalog instead of the request's tools. */
-function rewriteOptions(req: Request, defaultK: number): RewriteOptions {
+function rewriteOptions(req: Request, res: Response, defaultK: number): RewriteOptions {
   const kHeader = req.get('x-toolrouter-k');
   let k = defaultK;
   if (kHeader !== undefined) {
@@ -106,5 +133,5 @@ function rewriteOptions(req: Request, defaultK: number): RewriteOptions {
   if (catalogHeader !== undefined && !['true', 'false', '1', '0', ''].includes(catalogHeader)) {
     throw invalidRequest(`Header x-toolrouter-catalog must be true or false, got "${catalogHeader}".`, 'x-toolrouter-catalog', 'invalid_header');
   }
-  return { k, useCatalog: catalogHeader === 'true' || catalogHeader === '1' };
+  return { k, useCatalog: catalogHeader === 'true' || catalogHeader === '1', access: accessOf(res) };
 }

@@ -7,7 +7,7 @@ import { buildSearchIndex } from '../index/search-index.js';
 import type { HnswSettings } from '../index/vector.js';
 import { chatToolIndexLookups } from '../metrics.js';
 import type { RequestTool } from './request.js';
-import { toolTokens } from './tokens.js';
+import { toolTokens } from '../search/tokens.js';
 import { indexableTool } from './tools.js';
 
 /** A search stack over one request's tool list: the same parts the router's own catalog search runs on. */

@@ -1,5 +1,5 @@
 import type { JsonSchemaProperty, Tool } from '../catalog/types.js';
-import type { FunctionDefinition } from './request.js';
+import type { Api, FunctionDefinition } from './tool-request.js';
 
 /** An OpenAI chat-completions function tool, as forwarded upstream. */
 export interface OpenAiFunctionTool {
@@ -27,7 +27,7 @@ export function indexableTool(fn: FunctionDefinition): Tool {
   }
   return {
     name: fn.name,
-    ...(fn.description === undefined ? {} : { description: fn.description.slice(0, MAX_DESCRIPTION) }),
+    ...(typeof fn.description === 'string' ? { description: fn.description.slice(0, MAX_DESCRIPTION) } : {}),
     inputSchema: { type: 'object', properties },
   };
 }
@@ -43,4 +43,27 @@ export function openAiFunctionTool(tool: Tool): OpenAiFunctionTool {
       parameters: tool.inputSchema,
     },
   };
+}
+
+/** A Responses API function tool, as forwarded upstream: the function's fields sit at the top level. */
+export interface ResponsesFunctionTool {
+  type: 'function';
+  name: string;
+  description?: string;
+  parameters: Record<string, unknown>;
+  strict: false;
+}
+
+/**
+ * A catalog (MCP) tool in Responses format. `strict: false` because the Responses API defaults to strict mode, which
+ * rejects schemas that are not closed (`additionalProperties: false`, every property required), as most MCP schemas are.
+ */
+export function responsesFunctionTool(tool: Tool): ResponsesFunctionTool {
+  const { function: fn } = openAiFunctionTool(tool);
+  return { type: 'function', ...fn, strict: false };
+}
+
+/** A catalog tool as a function tool of the given API. */
+export function catalogFunctionTool(api: Api, tool: Tool): OpenAiFunctionTool | ResponsesFunctionTool {
+  return api === 'responses' ? responsesFunctionTool(tool) : openAiFunctionTool(tool);
 }
