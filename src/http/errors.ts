@@ -4,6 +4,7 @@ import { CatalogConflictError, CatalogSourceError } from '../catalog/catalog.js'
 import { ToolValidationError } from '../catalog/validate.js';
 import { RedisUnavailableError } from '../redis.js';
 import { IndexNotReadyError } from '../search/search.js';
+import { requestId } from './request-log.js';
 
 /** An error with the HTTP status and stable code clients see as `{error: {code, message}}`. */
 export class HttpError extends Error {
@@ -11,6 +12,8 @@ export class HttpError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** For 429 and 503: when the client may try again (sent as Retry-After). */
+    readonly options: { retryAfterSeconds?: number } = {},
   ) {
     super(message);
   }
@@ -36,12 +39,13 @@ export const notFoundRoute: RequestHandler = (req, _res, next) => {
 
 /** Maps domain errors to statuses; anything unexpected is a 500 whose details stay in the log. */
 export function errorHandler(log: { error: (obj: object, msg: string) => void }): ErrorRequestHandler {
-  return (error, _req, res, _next) => {
+  return (error, req, res, _next) => {
     const mapped = toHttpError(error);
     if (mapped.status === 500) {
-      log.error({ err: error }, 'request failed');
+      log.error({ err: error, reqId: requestId(res), method: req.method, path: req.path }, 'request failed');
     }
-    if (mapped.status === 503) res.setHeader('Retry-After', '1');
+    const retryAfter = mapped.options.retryAfterSeconds ?? (mapped.status === 503 ? 1 : undefined);
+    if (retryAfter !== undefined) res.setHeader('Retry-After', String(retryAfter));
     res.status(mapped.status).json({ error: { code: mapped.code, message: mapped.message } });
   };
 }

@@ -2,15 +2,22 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
+import { Access } from '../auth/access.js';
+import { catalogHash, type Catalog, type CatalogEntry } from '../catalog/catalog.js';
 import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
 import type { Tool } from '../catalog/types.js';
+import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../search/activation.js';
 import { IndexNotReadyError, type SearchMode, type SearchService } from '../search/search.js';
 import { UpstreamError, type UpstreamManager } from './upstream.js';
+import type { FeedbackRecorder } from '../feedback/service.js';
 
 export interface GatewaySettings {
-  /** false: a plain aggregator, every callable tool in tools/list and no virtual tools. */
-  search: boolean;
+  /**
+   * false: a plain aggregator, every callable tool in tools/list and no virtual tools. true: pinned + virtual tools.
+   * 'auto': the aggregator while the callable tools fit `activation`, pinned + virtual tools beyond.
+   */
+  search: SearchActivationSetting;
+  activation: ActivationThresholds;
   searchToolName: string;
   callToolName: string;
   callTimeoutMs: number;
@@ -25,6 +32,7 @@ export type GatewayErrorKind =
   | 'invalid_arguments'
   | 'recursion'
   | 'invalid_cursor'
+  | 'forbidden'
   | 'index_not_ready'
   | 'upstream_timeout'
   | 'upstream_unavailable'
@@ -45,7 +53,7 @@ export class GatewayError extends Error {
 export type ScoredTool = Tool & { score: number; scores: { bm25?: number; vector?: number } };
 
 export interface GatewayEvents {
-  /** What an unfiltered tools/list returns has changed (pinned tools came or went, or the aggregated catalog changed). */
+  /** What some caller's tools/list returns may have changed (the callable tools, pinned tools or search activation). */
   listChanged: [];
 }
 
@@ -59,8 +67,11 @@ const REGEX_PREFIX = 'regex:';
  * catalog sources have nobody to forward a call to.
  */
 export class McpGateway extends EventEmitter<GatewayEvents> {
-  private listSignature: string;
+  /** Learning from usage: each MCP session records a search followed by a call of a found tool (src/feedback/capture.ts). */
+  feedback: FeedbackRecorder | undefined;
+  private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
+  private readonly activationPolicy: ActivationPolicy;
 
   constructor(
     private readonly catalog: Catalog,
@@ -70,17 +81,36 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     private readonly log: Logger,
   ) {
     super();
+    this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
     this.setMaxListeners(0);
-    this.listSignature = this.signature();
+    this.lastSignature = this.signature();
     // The catalog announces changes of searchable text; upstream status also covers definition-only changes.
     catalog.on('change', this.onCatalogChange);
     upstreams.on('status', this.onCatalogChange);
   }
 
-  /** search_tools and call_tool as tools/list shows them; none in aggregator mode. */
+  /**
+   * Whether tools/list shows pinned + virtual tools (search) or every tool (aggregator) for this list of callable
+   * tools. A function of the list, so a caller that sees only some tools gets the decision for what it sees.
+   */
+  searchActivation(entries: readonly CatalogEntry[] = this.callableEntries()): Activation {
+    const listed = entries.filter((entry) => !this.isVirtual(entry.tool.name));
+    // Token counts are remembered by the catalog hash of exactly these tools: counted once per change, not per request.
+    return this.activationPolicy.decide(
+      listed.map((entry) => entry.tool),
+      () => catalogHash(listed),
+    );
+  }
+
+  /** Whether this caller gets search (virtual tools, queries): never for a key without tool search. */
+  private searchFor(access: Access, entries: readonly CatalogEntry[]): boolean {
+    return access.searchEnabled && this.searchActivation(entries).active;
+  }
+
+  /** search_tools and call_tool as tools/list shows them (only while search is active). */
   virtualTools(): Tool[] {
-    if (!this.settings.search) return [];
+    if (this.settings.search === false) return [];
     const { searchToolName, callToolName } = this.settings;
     return [
       {
@@ -138,19 +168,29 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     ];
   }
 
-  isVirtual(name: string): boolean {
-    return this.settings.search && (name === this.settings.searchToolName || name === this.settings.callToolName);
+  /**
+   * The virtual tool names. With 'auto' they are reserved and callable whether or not search is active right now:
+   * a client that listed them just before a switch can still use them (they are listed only while active). With
+   * search false they do not exist.
+   */
+  isVirtual(name: string, access: Access = Access.open): boolean {
+    return this.settings.search !== false && access.searchEnabled && (name === this.settings.searchToolName || name === this.settings.callToolName);
   }
 
-  /** A real tool the gateway can call (it comes from a connected upstream server). */
-  callable(name: string): CatalogEntry | undefined {
+  /** A real tool the caller may call (it comes from a connected upstream server, and the caller's key allows it). */
+  callable(name: string, access: Access = Access.open): CatalogEntry | undefined {
     const entry = this.catalog.get(name);
-    return entry && this.upstreams.ownsSource(entry.source) ? entry : undefined;
+    return entry && this.upstreams.ownsSource(entry.source) && access.canSee(entry) ? entry : undefined;
   }
 
-  /** Every callable tool, in catalog order. */
-  callableEntries(): CatalogEntry[] {
-    return this.catalog.snapshot().entries.filter((entry) => this.upstreams.ownsSource(entry.source));
+  /** Every tool the caller may call, in catalog order. */
+  callableEntries(access: Access = Access.open): CatalogEntry[] {
+    return this.catalog.snapshot().entries.filter((entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry));
+  }
+
+  /** A hash of what tools/list shows this caller; sessions compare it to tell their client only of real changes. */
+  listSignature(access: Access = Access.open): string {
+    return createHash('sha256').update(JSON.stringify(this.unfilteredList(access))).digest('hex');
   }
 
   /**
@@ -158,7 +198,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    * query (SEP-1821): the callable tools matching it, best first, at most `queryLimit`. Paginated by `pageSize`; the
    * cursor is an opaque offset bound to the query it was issued for.
    */
-  async listTools(params: { cursor?: string; query?: string } = {}): Promise<{ tools: Tool[]; nextCursor?: string }> {
+  async listTools(params: { cursor?: string; query?: string } = {}, access: Access = Access.open): Promise<{ tools: Tool[]; nextCursor?: string }> {
     const query = params.query?.trim() ? params.query.trim() : undefined;
     const offset = params.cursor === undefined ? 0 : decodeCursor(params.cursor, query);
     let tools: Tool[];
@@ -166,9 +206,10 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       if (query.length > this.settings.maxQueryLength) {
         throw new GatewayError('invalid_arguments', `query must be at most ${this.settings.maxQueryLength} characters`);
       }
-      tools = (await this.search(query, this.settings.queryLimit)).map(({ score: _score, scores: _scores, ...tool }) => tool);
+      if (!access.searchEnabled) throw new GatewayError('forbidden', 'tool search is disabled for this key; tools/list without a query lists its tools');
+      tools = (await this.search(query, this.settings.queryLimit, access)).map(({ score: _score, scores: _scores, ...tool }) => tool);
     } else {
-      tools = this.unfilteredList();
+      tools = this.unfilteredList(access);
     }
     const page = tools.slice(offset, offset + this.settings.pageSize);
     const next = offset + page.length;
@@ -176,7 +217,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   }
 
   /** search_tools: the best matching callable tools with scores, pinned tools excluded (they are listed already). */
-  async search(query: string, topK?: number): Promise<ScoredTool[]> {
+  async search(query: string, topK?: number, access: Access = Access.open): Promise<ScoredTool[]> {
     const regex = query.toLowerCase().startsWith(REGEX_PREFIX);
     const mode: SearchMode | undefined = regex ? 'regex' : undefined;
     try {
@@ -184,7 +225,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         query: regex ? query.slice(REGEX_PREFIX.length) : query,
         topK,
         mode,
-        visible: (entry) => this.upstreams.ownsSource(entry.source),
+        visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry),
+        feedbackScope: access.scope,
       });
       return response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
     } catch (error) {
@@ -197,11 +239,19 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    * Calls a real tool: validates the arguments against its inputSchema, forwards to the owning upstream under the
    * upstream's own name, and returns the upstream's result unchanged (including results with `isError: true`).
    */
-  async callTool(name: string, args: Record<string, unknown> | undefined, options: { signal?: AbortSignal } = {}): Promise<CallToolResult> {
-    if (this.isVirtual(name)) {
+  async callTool(
+    name: string,
+    args: Record<string, unknown> | undefined,
+    options: { signal?: AbortSignal; access?: Access } = {},
+  ): Promise<CallToolResult> {
+    const access = options.access ?? Access.open;
+    if (this.isVirtual(name, access)) {
       throw new GatewayError('recursion', `"${name}" is one of toolrouter's own tools; call it directly, not through ${this.settings.callToolName}`);
     }
-    const entry = this.callable(name);
+    const entry = this.callable(name, access);
+    // A restricted key gets the same answer for a tool it may not use and for one that does not exist, so it cannot
+    // probe for names outside its servers.
+    if (!entry && access.restricted) throw new GatewayError('forbidden', `tool "${name}" is not available to this key (${access.describe()})`);
     if (!entry) {
       const hint = this.settings.search ? `; use ${this.settings.searchToolName} to find tools` : '';
       throw new GatewayError('unknown_tool', `unknown tool "${name}"${hint}`);
@@ -227,12 +277,18 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     this.removeAllListeners();
   }
 
-  private unfilteredList(): Tool[] {
-    if (!this.settings.search) return this.callableEntries().map((entry) => entry.tool);
+  private unfilteredList(access: Access = Access.open): Tool[] {
+    const entries = this.callableEntries(access);
+    if (!this.searchFor(access, entries)) return this.aggregatorTools(entries, access);
     const pinned = this.searchService.settings.pinned
-      .map((name) => this.callable(name)?.tool)
+      .map((name) => this.callable(name, access)?.tool)
       .filter((tool): tool is Tool => tool !== undefined && !this.isVirtual(tool.name));
     return [...pinned, ...this.virtualTools()];
+  }
+
+  /** The aggregator's listing: every callable tool, minus any that a reserved virtual name shadows. */
+  private aggregatorTools(entries: readonly CatalogEntry[], access: Access = Access.open): Tool[] {
+    return entries.map((entry) => entry.tool).filter((tool) => !this.isVirtual(tool.name, access));
   }
 
   private validator(tool: Tool): SchemaValidator | undefined {
@@ -246,14 +302,18 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     }
   }
 
+  /**
+   * Covers every callable tool, not only the unfiltered list: a key's own list (a subset in aggregator form) can change
+   * while the full list (pinned + virtual tools) does not. Sessions then check their own list (listSignature).
+   */
   private signature(): string {
-    return createHash('sha256').update(JSON.stringify(this.unfilteredList())).digest('hex');
+    return createHash('sha256').update(JSON.stringify([this.unfilteredList(), this.callableEntries().map((entry) => entry.tool)])).digest('hex');
   }
 
   private checkListChanged(): void {
     const signature = this.signature();
-    if (signature === this.listSignature) return;
-    this.listSignature = signature;
+    if (signature === this.lastSignature) return;
+    this.lastSignature = signature;
     this.emit('listChanged');
   }
 }

@@ -4,6 +4,8 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
+import type { Access } from '../auth/access.js';
+import { accessOf } from '../http/auth.js';
 import type { McpGateway } from './gateway.js';
 import { createMcpServer } from './server.js';
 
@@ -24,6 +26,8 @@ export interface McpHttpFace {
 
 interface Session {
   transport: StreamableHTTPServerTransport;
+  /** Who opened the session; every later request on it must come from the same caller. */
+  owner: string;
   /** Requests and SSE streams in flight; a session with an open stream is not idle. */
   open: number;
   lastActive: number;
@@ -53,9 +57,11 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
   };
 
   router.post('/mcp', async (req, res) => {
+    const access = accessOf(res);
     const sessionId = req.header('mcp-session-id');
     const session = sessionId === undefined ? undefined : sessions.get(sessionId);
     if (session) {
+      if (!ownedBy(session, access)) return notOwner(res);
       track(session, res);
       await session.transport.handleRequest(req, res, req.body);
       return;
@@ -66,12 +72,13 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     }
     if (sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
 
-    const server = createMcpServer(gateway, log);
+    // The session is bound to the key that opened it: its tools/list, searches and calls all see what that key may see.
+    const server = createMcpServer(gateway, log, access);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       // Registered only once initialize succeeded, so half-open sessions never enter the map.
       onsessioninitialized: (id) => {
-        const created: Session = { transport, open: 0, lastActive: Date.now() };
+        const created: Session = { transport, owner: ownerOf(access), open: 0, lastActive: Date.now() };
         sessions.set(id, created);
         track(created, res);
         log.debug({ session: id }, 'mcp session opened');
@@ -92,6 +99,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (sessionId === undefined) return jsonRpcError(res, 400, -32000, 'Bad Request: missing Mcp-Session-Id header');
     const session = sessions.get(sessionId);
     if (!session) return jsonRpcError(res, 404, -32001, 'Session not found; start a new session with initialize');
+    if (!ownedBy(session, accessOf(res))) return notOwner(res);
     track(session, res);
     await session.transport.handleRequest(req, res);
   };
@@ -121,6 +129,19 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       sessions.clear();
     },
   };
+}
+
+function ownerOf(access: Access): string {
+  return access.key?.keyId ?? access.kind;
+}
+
+/** A session id alone is not a credential: a request on a session must carry the key that opened it. */
+function ownedBy(session: Session, access: Access): boolean {
+  return session.owner === ownerOf(access);
+}
+
+function notOwner(res: Response): void {
+  jsonRpcError(res, 403, -32003, 'this session was opened with another key; send the same key, or initialize a new session');
 }
 
 function jsonRpcError(res: Response, status: number, code: number, message: string): void {

@@ -3,10 +3,12 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Config } from '../config/config.js';
 import { mcpRestRoutes } from '../http/routes/mcp-rest.js';
+import { upstreamConnected, upstreamFailures, upstreamTools } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
+import type { FeedbackRecorder } from '../feedback/service.js';
 import { McpGateway } from './gateway.js';
 import { mcpHttpFace, type McpHttpFace } from './http.js';
-import { UpstreamManager } from './upstream.js';
+import { UpstreamManager, type UpstreamStatus } from './upstream.js';
 
 export interface McpFaces {
   upstreams: UpstreamManager;
@@ -21,7 +23,7 @@ export interface McpFaces {
  * Wires the MCP gateway: upstream connections feeding the catalog, the gateway over catalog and search, and its HTTP
  * faces. Upstreams start connecting in the background; startup never waits for a slow or dead server.
  */
-export function createMcpFaces(deps: { config: Config; catalog: Catalog; search: SearchService; log: Logger; loopbackOnly: boolean }): McpFaces {
+export function createMcpFaces(deps: { config: Config; catalog: Catalog; search: SearchService; log: Logger; loopbackOnly: boolean; feedback?: FeedbackRecorder }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
   const upstreams = new UpstreamManager(catalog, {
@@ -39,6 +41,7 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
     search,
     {
       search: mcp.search,
+      activation: config.search.activation,
       searchToolName: mcp.searchToolName,
       callToolName: mcp.callToolName,
       callTimeoutMs: mcp.callTimeoutMs,
@@ -48,7 +51,10 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
     },
     log.child({ component: 'mcp' }),
   );
+  gateway.feedback = deps.feedback;
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, loopbackOnly: deps.loopbackOnly, log });
+  for (const status of upstreams.status()) recordUpstreamStatus(status);
+  upstreams.on('status', recordUpstreamStatus);
   upstreams.start();
   return {
     upstreams,
@@ -62,4 +68,10 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
       await upstreams.close();
     },
   };
+}
+
+function recordUpstreamStatus(status: UpstreamStatus): void {
+  upstreamConnected.set({ server: status.name, transport: status.transport }, status.state === 'connected' ? 1 : 0);
+  upstreamTools.set({ server: status.name }, status.tools);
+  upstreamFailures.set({ server: status.name }, status.failures);
 }

@@ -8,9 +8,11 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { Access } from '../auth/access.js';
 import { compileSchema } from '../catalog/json-schema.js';
 import { GatewayError, type McpGateway } from './gateway.js';
 import { IMPLEMENTATION } from './version.js';
+import { McpSessionFeedback } from '../feedback/capture.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -36,16 +38,23 @@ const CAPABILITIES = { tools: { listChanged: true, filtering: true } } as Server
  * arguments, recursion through call_tool, an unknown tool named inside call_tool, upstream timeout, upstream down or
  * failing) is a tool result with `isError: true` and a message saying what to fix, which the model can read and act on.
  */
-export function createMcpServer(gateway: McpGateway, log: Logger): Server {
-  const server = new Server(IMPLEMENTATION, { capabilities: CAPABILITIES, instructions: instructions(gateway) });
+/**
+ * JSON-RPC error code for a tool the caller's key may not use: the MCP form of HTTP 403 (an implementation-defined
+ * server error code, so clients can tell it from a malformed request). `data.status` says 403 for HTTP-minded clients.
+ */
+export const ACCESS_DENIED = -32003;
+
+export function createMcpServer(gateway: McpGateway, log: Logger, access: Access = Access.open): Server {
+  const server = new Server(IMPLEMENTATION, { capabilities: CAPABILITIES, instructions: instructions(gateway, access) });
   const { searchToolName, callToolName } = gateway.settings;
+  const feedback = new McpSessionFeedback(gateway.feedback, () => access.scope, log);
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
     const { cursor, query } = request.params ?? {};
     if (cursor !== undefined && typeof cursor !== 'string') throw new McpError(ErrorCode.InvalidParams, 'cursor must be a string');
     if (query !== undefined && typeof query !== 'string') throw new McpError(ErrorCode.InvalidParams, 'query must be a string');
     try {
-      return await gateway.listTools({ cursor, query });
+      return feedback.listed(query, await gateway.listTools({ cursor, query }, access));
     } catch (error) {
       throw toMcpError(error);
     }
@@ -53,17 +62,25 @@ export function createMcpServer(gateway: McpGateway, log: Logger): Server {
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
-    if (gateway.isVirtual(name) && name === searchToolName) return searchTools(gateway, args);
-    if (gateway.isVirtual(name) && name === callToolName) return callThrough(gateway, args, extra.signal);
+    feedback.called(gateway.isVirtual(name, access) && name === callToolName ? args?.name : name);
+    if (gateway.isVirtual(name, access) && name === searchToolName) return feedback.found(args, await searchTools(gateway, args, access));
+    if (gateway.isVirtual(name, access) && name === callToolName) return callThrough(gateway, args, extra.signal, access);
     // A real tool called by name: pinned, or hidden (not listed, still callable).
-    if (!gateway.callable(name)) {
-      throw new McpError(ErrorCode.InvalidParams, `unknown tool "${name}"${gateway.settings.search ? `; use ${searchToolName} to find tools` : ''}`);
+    if (!gateway.callable(name, access)) {
+      if (access.restricted) throw forbidden(`tool "${name}" is not available to this key (${access.describe()})`);
+      const hint = gateway.settings.search !== false && access.searchEnabled ? `; use ${searchToolName} to find tools` : '';
+      throw new McpError(ErrorCode.InvalidParams, `unknown tool "${name}"${hint}`);
     }
-    return forward(gateway, name, args, extra.signal, log);
+    return forward(gateway, name, args, extra.signal, log, access);
   });
 
-  // Tell this client when its unfiltered tool list changed. Removed when the connection closes.
+  // Tell this client when its own tool list changed (a key's list can change while others' do not, and the other way
+  // round). Removed when the connection closes.
+  let listSignature = gateway.listSignature(access);
   const onListChanged = () => {
+    const signature = gateway.listSignature(access);
+    if (signature === listSignature) return;
+    listSignature = signature;
     if (server.transport) server.sendToolListChanged().catch((error: unknown) => log.debug({ err: error }, 'list_changed not delivered'));
   };
   gateway.on('listChanged', onListChanged);
@@ -82,7 +99,7 @@ const searchArgs = compileSchema({
   additionalProperties: false,
 });
 
-async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined): Promise<CallToolResult> {
+async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined, access: Access): Promise<CallToolResult> {
   const problems = searchArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: ${problems.join('; ')}`);
   const { query, top_k: topK } = args as { query: string; top_k?: number };
@@ -91,7 +108,7 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
     return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: /query: must be at most ${gateway.settings.maxQueryLength} characters`);
   }
   try {
-    const tools = await gateway.search(query, topK);
+    const tools = await gateway.search(query, topK, access);
     return { content: [{ type: 'text', text: JSON.stringify({ tools }) }], structuredContent: { tools } };
   } catch (error) {
     if (error instanceof GatewayError) return errorResult(error.message);
@@ -106,13 +123,15 @@ const callArgs = compileSchema({
   additionalProperties: false,
 });
 
-async function callThrough(gateway: McpGateway, args: Record<string, unknown> | undefined, signal: AbortSignal): Promise<CallToolResult> {
+async function callThrough(gateway: McpGateway, args: Record<string, unknown> | undefined, signal: AbortSignal, access: Access): Promise<CallToolResult> {
   const problems = callArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.callToolName}: ${problems.join('; ')}`);
   const { name, arguments: inner } = args as { name: string; arguments?: Record<string, unknown> };
   try {
-    return await gateway.callTool(name, inner, { signal });
+    return await gateway.callTool(name, inner, { signal, access });
   } catch (error) {
+    // Access is refused as an error, not a result: it is the caller's key, not the model's call, that is wrong.
+    if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
     if (error instanceof GatewayError) return errorResult(error.message);
     throw error;
   }
@@ -124,10 +143,12 @@ async function forward(
   args: Record<string, unknown> | undefined,
   signal: AbortSignal,
   log: Logger,
+  access: Access,
 ): Promise<CallToolResult> {
   try {
-    return await gateway.callTool(name, args, { signal });
+    return await gateway.callTool(name, args, { signal, access });
   } catch (error) {
+    if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
     if (error instanceof GatewayError) return errorResult(error.message);
     log.error({ err: error, tool: name }, 'tool call failed');
     throw error;
@@ -138,14 +159,19 @@ function errorResult(message: string): CallToolResult {
   return { content: [{ type: 'text', text: message }], isError: true };
 }
 
+function forbidden(message: string): McpError {
+  return new McpError(ACCESS_DENIED, message, { status: 403 });
+}
+
 function toMcpError(error: unknown): unknown {
   if (!(error instanceof GatewayError)) return error;
+  if (error.kind === 'forbidden') return forbidden(error.message);
   if (error.kind === 'index_not_ready') return new McpError(ErrorCode.InternalError, error.message);
   return new McpError(ErrorCode.InvalidParams, error.message);
 }
 
 /** Sent at initialization; clients may put it in the model's context, so it says how to use the gateway, briefly. */
-export function instructions(gateway: McpGateway): string {
+export function instructions(gateway: McpGateway, access: Access = Access.open): string {
   const { searchToolName: search, callToolName: call, queryLimit } = gateway.settings;
   const queryFormat = [
     'Query format (the same everywhere):',
@@ -154,11 +180,16 @@ export function instructions(gateway: McpGateway): string {
     '- "regex:<pattern>" matches tool names and descriptions with an RE2 regular expression, e.g. "regex:^github__"',
     `SEP-1821: tools/list accepts params.query in this format and returns the matching tools of the whole catalog (at most ${queryLimit}, best first, paginated with nextCursor), e.g. {"method": "tools/list", "params": {"query": "read a file"}}.`,
   ];
-  if (!gateway.settings.search) {
+  if (gateway.settings.search === false || !access.searchEnabled) {
     return ['toolrouter aggregates the tools of several MCP servers; tools/list lists all of them.', ...queryFormat].join('\n');
   }
+  const { maxTools, maxTokens } = gateway.settings.activation;
+  const listing =
+    gateway.settings.search === 'auto'
+      ? `toolrouter is a gateway to the tools of several MCP servers. While they are few (at most ${maxTools} tools and ${maxTokens} tokens of definitions), tools/list lists all of them; beyond that only a few are listed, with ${search} and ${call} to find and run the others. Each switch is announced with notifications/tools/list_changed; ${search} and ${call} work in both states.`
+      : 'toolrouter is a gateway to the tools of several MCP servers. Only a few tools are listed; find the others by search.';
   return [
-    'toolrouter is a gateway to the tools of several MCP servers. Only a few tools are listed; find the others by search.',
+    listing,
     `1. ${search} {"query": "what you want to do", "top_k": 5} returns the best matching tools with their full definitions.`,
     `2. ${call} {"name": "<tool name>", "arguments": {...}} runs that tool and returns its result unchanged. Any tool may also be called directly by its name.`,
     'Errors in a call (invalid arguments, unknown tool, timeout) come back as a result with isError set and say what to fix.',

@@ -2,18 +2,22 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError, parseBody } from '../errors.js';
 import type { AppDependencies } from '../app.js';
+import { accessOf, assertAdmin } from '../auth.js';
 
 const putSourceBody = z.object({ tools: z.array(z.unknown(), { error: '"tools" must be an array of MCP tool objects' }) }).strict();
 
 export function catalogRoutes({ catalog, sources }: Pick<AppDependencies, 'catalog' | 'sources'>): Router {
   const router = Router();
 
+  // A key sees only its own part of the catalog: its tools, and the sources they come from.
   router.get('/v1/catalog', (_req, res) => {
+    const access = accessOf(res);
     const snapshot = catalog.snapshot();
+    const entries = snapshot.entries.filter((entry) => access.canSee(entry));
     res.json({
       catalogHash: snapshot.catalogHash,
-      sources: catalog.sourceNames(),
-      tools: snapshot.entries.map((entry) => ({
+      sources: access.restricted ? [...new Set(entries.map((entry) => entry.source))] : catalog.sourceNames(),
+      tools: entries.map((entry) => ({
         source: entry.source,
         ...(entry.server === undefined ? {} : { server: entry.server }),
         tool: entry.tool,
@@ -22,6 +26,7 @@ export function catalogRoutes({ catalog, sources }: Pick<AppDependencies, 'catal
   });
 
   router.put('/v1/catalog/sources/:source', async (req, res) => {
+    assertAdmin(res);
     refuseReserved(catalog, req.params.source);
     const { tools } = parseBody(putSourceBody, req.body);
     const snapshot = await sources.put(req.params.source, tools);
@@ -29,6 +34,7 @@ export function catalogRoutes({ catalog, sources }: Pick<AppDependencies, 'catal
   });
 
   router.delete('/v1/catalog/sources/:source', async (req, res) => {
+    assertAdmin(res);
     refuseReserved(catalog, req.params.source);
     if (!(await sources.delete(req.params.source))) {
       throw new HttpError(404, 'not_found', `no catalog source named "${req.params.source}"`);

@@ -2,6 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { GatewayError, type McpGateway } from '../../mcp/gateway.js';
 import type { UpstreamManager } from '../../mcp/upstream.js';
+import { accessOf } from '../auth.js';
 import { HttpError, parseBody } from '../errors.js';
 
 const callBody = z
@@ -22,14 +23,15 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
 
   // Upstream server health: state, tool count, last error (with the server's last stderr lines), clashes.
   router.get('/v1/mcp/servers', (_req, res) => {
-    res.json({ servers: upstreams.status() });
+    const access = accessOf(res);
+    res.json({ servers: upstreams.status().filter((server) => access.canSeeServer(server.name)) });
   });
 
   router.get('/mcp-rest/tools/list', (req, res) => {
     // LiteLLM filters by server with ?server_id=; here the server id is the configured server name.
     const server = typeof req.query.server_id === 'string' ? req.query.server_id : undefined;
     const tools = gateway
-      .callableEntries()
+      .callableEntries(accessOf(res))
       .filter((entry) => server === undefined || entry.source === server)
       .map((entry) => ({ ...entry.tool, mcp_info: { server_name: entry.source } }));
     res.json({ tools });
@@ -39,7 +41,7 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
     const body = parseBody(callBody, req.body);
     try {
       // A result with isError: true is the tool's own answer and passes through with 200.
-      res.json(await gateway.callTool(body.name, body.arguments));
+      res.json(await gateway.callTool(body.name, body.arguments, { access: accessOf(res) }));
     } catch (error) {
       throw error instanceof GatewayError ? toHttpError(error) : error;
     }
@@ -52,6 +54,8 @@ function toHttpError(error: GatewayError): HttpError {
   switch (error.kind) {
     case 'unknown_tool':
       return new HttpError(404, 'not_found', error.message);
+    case 'forbidden':
+      return new HttpError(403, 'forbidden', error.message);
     case 'upstream_timeout':
       return new HttpError(504, 'upstream_timeout', error.message);
     case 'upstream_unavailable':

@@ -1,8 +1,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { SEARCH_MODES } from '../../search/search.js';
-import { badRequest, parseBody } from '../errors.js';
+import { badRequest, HttpError, parseBody } from '../errors.js';
 import type { AppDependencies } from '../app.js';
+import { accessOf } from '../auth.js';
 
 const weight = z.number().finite().min(0, 'must be 0 or more').max(1000);
 
@@ -16,12 +17,14 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
         .refine((query) => query.trim().length > 0, 'must not be empty'),
       top_k: z.number().int('must be an integer').min(1, 'must be at least 1').optional(),
       mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
-      weights: z.object({ bm25: weight.optional(), vector: weight.optional() }).strict().optional(),
+      weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }).strict().optional(),
       fusion: z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' }).optional(),
     })
     .strict();
 
   router.post('/v1/tools/search', async (req, res) => {
+    const access = accessOf(res);
+    if (!access.searchEnabled) throw new HttpError(403, 'forbidden', 'tool search is disabled for this key; list its tools with GET /mcp-rest/tools/list');
     const body = parseBody(searchBody, req.body);
     if (body.weights) {
       const merged = { ...search.settings.weights, ...body.weights };
@@ -33,6 +36,9 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
       mode: body.mode,
       weights: body.weights,
       fusion: body.fusion,
+      // A key's search ranks only what it may see, so neither results nor their order tell it about other tools.
+      visible: (entry) => access.canSee(entry),
+      feedbackScope: access.scope,
     });
     res.json({
       results: response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores })),

@@ -1,0 +1,66 @@
+import type { CatalogEntry } from '../catalog/catalog.js';
+import type { KeyRecord } from './keys.js';
+
+/**
+ * Who is asking, and what they may see: the admin (or anyone, on an open service) sees everything; a virtual key sees
+ * the tools of its allowed servers, further narrowed to its allowed tools. Every face asks this one object, so a rule
+ * cannot be enforced on one surface and forgotten on another.
+ */
+export class Access {
+  private readonly servers: Set<string> | undefined;
+  private readonly tools: Set<string> | undefined;
+
+  private constructor(
+    readonly kind: 'admin' | 'open' | 'key',
+    readonly key?: KeyRecord,
+  ) {
+    this.servers = key?.allowedServers ? new Set(key.allowedServers) : undefined;
+    this.tools = key?.allowedTools ? new Set(key.allowedTools) : undefined;
+  }
+
+  /** Holder of ADMIN_KEY. */
+  static readonly admin = new Access('admin');
+  /** Any caller of a service without ADMIN_KEY (which only listens on loopback). */
+  static readonly open = new Access('open');
+
+  static forKey(key: KeyRecord): Access {
+    return new Access('key', key);
+  }
+
+  /** May manage keys, catalog sources, the index and settings. */
+  get isAdmin(): boolean {
+    return this.kind !== 'key';
+  }
+
+  /** Sees less than the whole catalog. */
+  get restricted(): boolean {
+    return this.servers !== undefined || this.tools !== undefined;
+  }
+
+  get searchEnabled(): boolean {
+    return this.key?.toolSearchEnabled ?? true;
+  }
+
+  /** Separates what different keys teach the router (feedback); undefined for the admin and open callers. */
+  get scope(): string | undefined {
+    return this.key?.keyId;
+  }
+
+  /** An upstream tool belongs to its server; a static tool to its source. */
+  canSee(entry: Pick<CatalogEntry, 'source' | 'server' | 'tool'>): boolean {
+    if (this.servers && !this.servers.has(entry.server ?? entry.source)) return false;
+    return !this.tools || this.tools.has(entry.tool.name);
+  }
+
+  canSeeServer(server: string): boolean {
+    return !this.servers || this.servers.has(server);
+  }
+
+  /** For refusals: says what the key may use instead, without naming anything it may not. */
+  describe(): string {
+    const parts: string[] = [];
+    if (this.key?.allowedServers) parts.push(`allowed servers: ${this.key.allowedServers.join(', ') || '(none)'}`);
+    if (this.key?.allowedTools) parts.push(`allowed tools: ${this.key.allowedTools.join(', ') || '(none)'}`);
+    return parts.length > 0 ? parts.join('; ') : 'all servers are allowed';
+  }
+}

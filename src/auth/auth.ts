@@ -1,0 +1,88 @@
+import { Access } from './access.js';
+import type { KeyStore } from './key-store.js';
+import { hashSecret, sameSecret, SECRET_PREFIX } from './keys.js';
+import { RateLimitedError, type RateLimits } from './rate-limit.js';
+
+export interface AuthSettings {
+  /** Unset: the service is open (and listens on loopback only); presented virtual keys still narrow what a caller sees. */
+  adminKey?: string;
+  /** Requests per minute per client address, whoever they are; 0: no limit. */
+  perIpPerMinute: number;
+  /** Failed key checks per minute per client address before the address is refused for the rest of the minute. */
+  authFailuresPerIpPerMinute: number;
+}
+
+/** The request carried no usable credential, or a wrong, deleted or expired one. */
+export class UnauthorizedError extends Error {
+  override readonly name = 'UnauthorizedError';
+}
+
+/** A credential as presented: where it came from matters, because an Authorization header may be meant for the LLM. */
+export interface Credential {
+  secret: string;
+  header: 'x-toolrouter-key' | 'authorization';
+}
+
+/**
+ * `x-toolrouter-key: <key>`, or `Authorization: Bearer <key>` when that bearer token is toolrouter's (a virtual key or
+ * the admin key). Any other bearer token belongs to the caller's LLM provider and is left for the chat proxy to forward.
+ */
+export function readCredential(headers: { authorization?: string; 'x-toolrouter-key'?: string | string[] }, adminKey: string | undefined): Credential | undefined {
+  const explicit = headers['x-toolrouter-key'];
+  if (typeof explicit === 'string' && explicit.trim() !== '') return { secret: explicit.trim(), header: 'x-toolrouter-key' };
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? '')?.[1];
+  if (bearer === undefined) return undefined;
+  if (bearer.startsWith(SECRET_PREFIX) || (adminKey !== undefined && sameSecret(bearer, adminKey))) {
+    return { secret: bearer, header: 'authorization' };
+  }
+  return undefined;
+}
+
+/**
+ * Decides who a request comes from. The admin key is compared in constant time; virtual keys are looked up by the hash
+ * of their secret (nothing reversible is stored). Rate limits apply here too, so every face is covered by one check.
+ */
+export class Auth {
+  constructor(
+    readonly settings: AuthSettings,
+    readonly store: KeyStore,
+    private readonly limits: RateLimits,
+  ) {}
+
+  /** Open service: anyone may manage keys; keys only narrow what their holder sees. */
+  get open(): boolean {
+    return this.settings.adminKey === undefined;
+  }
+
+  async authenticate(credential: Credential | undefined, clientAddress: string): Promise<Access> {
+    if (this.settings.perIpPerMinute > 0) await this.limits.consume('ip', clientAddress, this.settings.perIpPerMinute);
+    if (credential === undefined) {
+      if (this.open) return Access.open;
+      throw new UnauthorizedError('missing API key: send "Authorization: Bearer <key>" or "x-toolrouter-key: <key>"');
+    }
+    const failures = this.settings.authFailuresPerIpPerMinute;
+    if (failures > 0) await this.limits.check('auth-failure', clientAddress, failures);
+    try {
+      const access = await this.verify(credential.secret);
+      if (access.key?.rpmLimit !== undefined) await this.limits.consume('key', access.key.keyId, access.key.rpmLimit);
+      return access;
+    } catch (error) {
+      if (error instanceof UnauthorizedError && failures > 0) {
+        await this.limits.consume('auth-failure', clientAddress, failures).catch((limited: unknown) => {
+          if (!(limited instanceof RateLimitedError)) throw limited;
+        });
+      }
+      throw error;
+    }
+  }
+
+  private async verify(secret: string): Promise<Access> {
+    if (this.settings.adminKey !== undefined && sameSecret(secret, this.settings.adminKey)) return Access.admin;
+    const record = await this.store.bySecretHash(hashSecret(secret));
+    if (!record) throw new UnauthorizedError('invalid API key');
+    if (record.expiresAt !== undefined && record.expiresAt <= Date.now()) {
+      throw new UnauthorizedError(`API key ${record.keyId} expired at ${new Date(record.expiresAt).toISOString()}`);
+    }
+    return Access.forKey(record);
+  }
+}

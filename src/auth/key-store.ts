@@ -1,0 +1,88 @@
+import type { Redis } from 'ioredis';
+import type { RedisKeys } from '../redis.js';
+import { withRedis } from '../redis.js';
+import type { KeyRecord } from './keys.js';
+
+/** Where virtual keys live: Redis when configured (shared by every instance), else this process's memory. */
+export interface KeyStore {
+  add(record: KeyRecord): Promise<void>;
+  bySecretHash(secretHash: string): Promise<KeyRecord | undefined>;
+  /** Every key, oldest first. */
+  list(): Promise<KeyRecord[]>;
+  /** Removes keys by secret hash; returns the records removed. */
+  remove(secretHashes: string[]): Promise<KeyRecord[]>;
+}
+
+export class MemoryKeyStore implements KeyStore {
+  private readonly records = new Map<string, KeyRecord>();
+
+  async add(record: KeyRecord): Promise<void> {
+    this.records.set(record.secretHash, record);
+  }
+
+  async bySecretHash(secretHash: string): Promise<KeyRecord | undefined> {
+    return this.records.get(secretHash);
+  }
+
+  async list(): Promise<KeyRecord[]> {
+    return [...this.records.values()].sort((a, b) => a.createdAt - b.createdAt);
+  }
+
+  async remove(secretHashes: string[]): Promise<KeyRecord[]> {
+    const removed: KeyRecord[] = [];
+    for (const hash of secretHashes) {
+      const record = this.records.get(hash);
+      if (record && this.records.delete(hash)) removed.push(record);
+    }
+    return removed;
+  }
+}
+
+/**
+ * One Redis hash, secret hash → JSON record. Lookups are one HGET, so a deleted key stops working on every instance at
+ * once. While Redis is away, keys this instance has seen keep working from their last known record (a search must not
+ * fail because Redis blinked); unseen keys and key management fail with 503.
+ */
+export class RedisKeyStore implements KeyStore {
+  private readonly lastKnown = new Map<string, KeyRecord>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+  ) {}
+
+  async add(record: KeyRecord): Promise<void> {
+    await withRedis('storing the key', () => this.redis.hset(this.keys.apiKeys, record.secretHash, JSON.stringify(record)));
+  }
+
+  async bySecretHash(secretHash: string): Promise<KeyRecord | undefined> {
+    let stored: string | null;
+    try {
+      stored = await this.redis.hget(this.keys.apiKeys, secretHash);
+    } catch (error) {
+      const known = this.lastKnown.get(secretHash);
+      if (known) return known;
+      return withRedis('checking the key', () => Promise.reject(error));
+    }
+    if (stored === null) {
+      this.lastKnown.delete(secretHash);
+      return undefined;
+    }
+    const record = JSON.parse(stored) as KeyRecord;
+    this.lastKnown.set(secretHash, record);
+    return record;
+  }
+
+  async list(): Promise<KeyRecord[]> {
+    const all = await withRedis('listing keys', () => this.redis.hvals(this.keys.apiKeys));
+    return all.map((json) => JSON.parse(json) as KeyRecord).sort((a, b) => a.createdAt - b.createdAt);
+  }
+
+  async remove(secretHashes: string[]): Promise<KeyRecord[]> {
+    if (secretHashes.length === 0) return [];
+    const stored = await withRedis('deleting keys', () => this.redis.hmget(this.keys.apiKeys, ...secretHashes));
+    await withRedis('deleting keys', () => this.redis.hdel(this.keys.apiKeys, ...secretHashes));
+    for (const hash of secretHashes) this.lastKnown.delete(hash);
+    return stored.filter((json): json is string => json !== null).map((json) => JSON.parse(json) as KeyRecord);
+  }
+}

@@ -1,0 +1,102 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import type { KeyStore } from '../../auth/key-store.js';
+import { generateKeyId, generateSecret, hashSecret, parseDuration, publicKeyInfo, SECRET_PREFIX, type KeyRecord } from '../../auth/keys.js';
+import type { Config } from '../../config/config.js';
+import { requireAdmin } from '../auth.js';
+import { badRequest, HttpError, parseBody } from '../errors.js';
+
+const names = (what: string) => z.array(z.string().min(1).max(256), { error: `must be a list of ${what}` }).max(10_000);
+
+const generateBody = z
+  .object({
+    key_alias: z.string().min(1).max(256).optional(),
+    allowed_servers: names('server names').optional(),
+    allowed_tools: names('tool names').optional(),
+    tool_search_enabled: z.boolean({ error: 'must be true or false' }).optional(),
+    rpm_limit: z.number().int('must be an integer').min(1).max(1_000_000).nullable().optional(),
+    /** LiteLLM's form: "30s", "15m", "12h", "30d". */
+    duration: z.string().nullable().optional(),
+    /** Or an absolute time. */
+    expires: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time' }).nullable().optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+
+const deleteBody = z.object({ keys: z.array(z.string().min(1), { error: 'must be a list of keys or key ids' }).min(1).max(1_000) }).strict();
+
+/**
+ * LiteLLM-style key management, admin only: `POST /key/generate`, `GET /key/info?key=`, `POST /key/delete`,
+ * `GET /key/list`. The secret is returned once, by generate; afterwards keys are named by their `key_id` (or the secret).
+ */
+export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: Config['keys']['defaults'] }): Router {
+  const router = Router();
+  router.use('/key', requireAdmin);
+
+  router.post('/key/generate', async (req, res) => {
+    const body = parseBody(generateBody, req.body);
+    if (body.duration && body.expires) throw badRequest('give duration or expires, not both');
+    const duration = body.duration === undefined ? defaults.duration : (body.duration ?? undefined);
+    let expiresAt = body.expires ? Date.parse(body.expires) : undefined;
+    if (duration !== undefined && body.expires === undefined) {
+      const ms = parseDuration(duration);
+      if (ms === undefined) throw badRequest(`duration: "${duration}" is not a duration like 30s, 15m, 12h or 30d`);
+      expiresAt = Date.now() + ms;
+    }
+    if (expiresAt !== undefined && expiresAt <= Date.now()) throw badRequest('expires: must be in the future');
+    const secret = generateSecret();
+    const allowedServers = body.allowed_servers ?? defaults.allowed_servers;
+    const allowedTools = body.allowed_tools ?? defaults.allowed_tools;
+    const rpmLimit = body.rpm_limit === undefined ? defaults.rpm_limit : (body.rpm_limit ?? undefined);
+    const record: KeyRecord = {
+      keyId: generateKeyId(),
+      secretHash: hashSecret(secret),
+      ...(body.key_alias === undefined ? {} : { alias: body.key_alias }),
+      ...(allowedServers === undefined ? {} : { allowedServers: [...new Set(allowedServers)] }),
+      ...(allowedTools === undefined ? {} : { allowedTools: [...new Set(allowedTools)] }),
+      toolSearchEnabled: body.tool_search_enabled ?? defaults.tool_search_enabled,
+      ...(rpmLimit === undefined ? {} : { rpmLimit }),
+      ...(expiresAt === undefined ? {} : { expiresAt }),
+      createdAt: Date.now(),
+      ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
+    };
+    await store.add(record);
+    res.json({ key: secret, ...publicKeyInfo(record) });
+  });
+
+  router.get('/key/info', async (req, res) => {
+    const named = typeof req.query.key === 'string' ? req.query.key : undefined;
+    if (!named) throw badRequest('query parameter "key" (a key or its key_id) is required');
+    const [record] = await find(store, [named]);
+    res.json({ key: record!.keyId, info: publicKeyInfo(record!) });
+  });
+
+  router.get('/key/list', async (_req, res) => {
+    res.json({ keys: (await store.list()).map(publicKeyInfo) });
+  });
+
+  router.post('/key/delete', async (req, res) => {
+    const { keys } = parseBody(deleteBody, req.body);
+    // All named keys must exist, or nothing is deleted: a typo must not leave a half-done revocation unnoticed.
+    const records = await find(store, keys);
+    const removed = await store.remove(records.map((record) => record.secretHash));
+    res.json({ deleted_keys: removed.map((record) => record.keyId) });
+  });
+
+  return router;
+}
+
+/** Resolves keys named by secret or key_id; a 404 names every one that does not exist. */
+async function find(store: KeyStore, named: string[]): Promise<KeyRecord[]> {
+  const all = named.some((name) => !name.startsWith(SECRET_PREFIX)) ? await store.list() : [];
+  const byId = new Map(all.map((record) => [record.keyId, record]));
+  const found: KeyRecord[] = [];
+  const missing: string[] = [];
+  for (const name of new Set(named)) {
+    const record = name.startsWith(SECRET_PREFIX) ? await store.bySecretHash(hashSecret(name)) : byId.get(name);
+    if (record) found.push(record);
+    else missing.push(name.startsWith(SECRET_PREFIX) ? `${name.slice(0, SECRET_PREFIX.length + 4)}…` : name);
+  }
+  if (missing.length > 0) throw new HttpError(404, 'not_found', `no such key: ${missing.join(', ')}`);
+  return found;
+}
