@@ -84,4 +84,57 @@ export const httpRequests = new Counter({
   registers: [metrics],
 });
 
+// Index worker process (`toolrouter worker`, scraped on worker.metricsPort); the build metrics above count its builds too.
+
+export const indexBuilds = new Counter({
+  name: 'toolrouter_index_builds_total',
+  help: 'Index build jobs run by this worker, by outcome (built, reused, superseded, failed)',
+  labelNames: ['outcome'] as const,
+  registers: [metrics],
+});
+
+export const indexArtifactBytes = new Gauge({
+  name: 'toolrouter_index_artifact_bytes',
+  help: 'Size of the last index artifact this worker built (serialized BM25 + vectors + HNSW graph)',
+  registers: [metrics],
+});
+
+// Upstream MCP servers, from the UpstreamManager's status events.
+
+export const upstreamConnected = new Gauge({
+  name: 'toolrouter_upstream_connected',
+  help: 'Upstream MCP server connected (1) or not (0: connecting, down or closed)',
+  labelNames: ['server', 'transport'] as const,
+  registers: [metrics],
+});
+
+export const upstreamTools = new Gauge({
+  name: 'toolrouter_upstream_tools',
+  help: 'Tools an upstream MCP server contributes to the catalog',
+  labelNames: ['server'] as const,
+  registers: [metrics],
+});
+
+export const upstreamFailures = new Gauge({
+  name: 'toolrouter_upstream_failures',
+  help: 'Consecutive failed connection attempts of an upstream MCP server (0 while connected)',
+  labelNames: ['server'] as const,
+  registers: [metrics],
+});
+
+// Feedback (src/feedback): events recorded by this process, and events every search here consults.
+
+export const feedbackEventsRecorded = new Counter({
+  name: 'toolrouter_feedback_events_total',
+  help: 'Feedback events recorded by this process, by surface (rest, mcp, chat, replay) and relevant (true, false)',
+  labelNames: ['surface', 'relevant'] as const,
+  registers: [metrics],
+});
+
+export const feedbackEventsHeld = new Gauge({
+  name: 'toolrouter_feedback_events',
+  help: 'Feedback events held in memory for search (all instances\' events within the retention limits)',
+  registers: [metrics],
+});
+
 collectDefaultMetrics({ register: metrics, prefix: 'toolrouter_' });

@@ -36,11 +36,37 @@ export class RedisKeys {
   embedding(model: string, textHash: string): string {
     return `${this.prefix}:emb:${model}:${textHash}`;
   }
+  /** Virtual API keys: secret hash → key record. */
+  get apiKeys(): string {
+    return `${this.prefix}:keys`;
+  }
+  /** Prefix of rate-limit counters (rate-limiter-flexible adds the limited key after it). */
+  rateLimit(kind: string): string {
+    return `${this.prefix}:ratelimit:${kind}`;
+  }
   get staticSources(): string {
     return `${this.prefix}:sources`;
   }
   get staticSourcesChannel(): string {
     return `${this.prefix}:sources:events`;
+  }
+  /** Feedback events (src/feedback): a sorted set scored by time, and the channel announcing each append. */
+  get feedbackEvents(): string {
+    return `${this.prefix}:feedback:events`;
+  }
+  get feedbackChannel(): string {
+    return `${this.prefix}:feedback:channel`;
+  }
+  /** Search defaults applied at run time (`PUT /v1/search/settings`), shared by every API instance. */
+  get searchSettings(): string {
+    return `${this.prefix}:search:settings`;
+  }
+  /** Counter ordering applied search defaults, so an instance never goes back to an older one. */
+  get searchSettingsVersion(): string {
+    return `${this.prefix}:search:settings:version`;
+  }
+  get searchSettingsChannel(): string {
+    return `${this.prefix}:search:settings:events`;
   }
 }
 

@@ -1,15 +1,22 @@
 import type { Server } from 'node:http';
 import type { Express, Router } from 'express';
 import type { Logger } from 'pino';
+import { Auth } from './auth/auth.js';
+import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
+import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
 import type { Config } from './config/config.js';
 import { createEmbedder, type Embedder } from './embedding/embedder.js';
+import { startFeedback, type FeedbackService } from './feedback/service.js';
 import { createApp } from './http/app.js';
+import { feedbackRoutes } from './http/routes/feedback.js';
 import { startIndexing } from './index/indexing.js';
 import type { IndexManager, IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
+import { RedisKeys } from './redis.js';
+import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 
 export interface Toolrouter {
@@ -18,6 +25,8 @@ export interface Toolrouter {
   indexes: IndexManager;
   pipeline: IndexPipeline;
   search: SearchService;
+  /** Learning from usage; undefined when feedback.enabled is false. */
+  feedback: FeedbackService | undefined;
   embedder: Embedder;
   app: Express;
   log: Logger;
@@ -37,15 +46,30 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const catalog = new Catalog({ separator: config.catalog.separator });
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 
-  const { indexes, pipeline, sources, close: stopIndexing } = await startIndexing(config, catalog, embedder, log);
+  const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(config, catalog, embedder, log);
   closers.push(stopIndexing);
 
-  const search = new SearchService(catalog, indexes, embedder, config.search);
+  // Loaded before search starts, so the first search already counts every stored event.
+  const feedback = await startFeedback(config, embedder, log);
+  if (feedback) closers.push(() => feedback.close());
+  const search = new SearchService(catalog, indexes, embedder, config.search, feedback);
+  // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
+  const defaults = await startSearchDefaults(search, { redisUrl: config.redisUrl, prefix: config.queue.prefix, log });
+  closers.push(() => defaults.close());
+
+  // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
+  const redisKeys = new RedisKeys(config.queue.prefix);
+  const auth = new Auth(
+    { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
+    redis ? new RedisKeyStore(redis, redisKeys) : new MemoryKeyStore(),
+    new RateLimits(redis ? { client: redis, keys: redisKeys } : undefined),
+  );
 
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
-  routers.push(chatRoutes({ config, catalog, search, embedder, log }));
-  const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host) });
+  routers.push(chatRoutes({ config, catalog, search, embedder, log, feedback }));
+  routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
+  const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
 
@@ -60,11 +84,16 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     maxQueryLength: config.search.maxQueryLength,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
+    tuning: { catalog, indexes, search, embedder, config, defaults },
+    redis,
+    auth,
+    security: config.security,
+    keyDefaults: config.keys.defaults,
   });
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, embedder, app, log, mcp, close };
+  return { config, catalog, indexes, pipeline, search, feedback, embedder, app, log, mcp, close };
 }
 
 export async function listen(router: Toolrouter): Promise<Server> {
@@ -78,6 +107,9 @@ export async function listen(router: Toolrouter): Promise<Server> {
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   log.info({ host: config.host, port, model: router.embedder.modelId, auth: config.adminKey ? 'admin key' : 'open (loopback only)' }, 'toolrouter listening');
+  if (!config.adminKey) {
+    log.warn(`no ADMIN_KEY: the service is open to every local caller, so it listens on ${config.host} (loopback) only; set ADMIN_KEY to require keys and to listen elsewhere`);
+  }
   return server;
 }
 

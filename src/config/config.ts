@@ -7,6 +7,8 @@ import { OFFLINE_MODEL_ID } from '../embedding/embedder.js';
 import { DEFAULT_LEXICAL } from '../index/lexical.js';
 import { DEFAULT_HNSW } from '../index/vector.js';
 import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from '../search/search.js';
+import { DEFAULT_FEEDBACK_SETTINGS } from '../feedback/types.js';
+import { DEFAULT_ACTIVATION_THRESHOLDS } from '../search/activation.js';
 import { staticTransformProblems, toolTransformSchema, transformServer } from '../mcp/transform.js';
 
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -36,6 +38,35 @@ export const configSchema = z.object({
   host: z.string().default('127.0.0.1'),
   redisUrl: z.string().url().optional(),
   adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
+  /** Virtual API keys (POST /key/generate): what a new key gets when the request does not say. */
+  keys: z
+    .object({
+      defaults: z
+        .object({
+          allowed_servers: z.array(z.string().min(1)).optional(),
+          allowed_tools: z.array(z.string().min(1)).optional(),
+          tool_search_enabled: z.boolean().default(true),
+          rpm_limit: z.number().int().min(1).optional(),
+          /** Lifetime of a new key, like "30d"; unset: keys do not expire. */
+          duration: z.string().regex(/^\d{1,9}[smhd]$/, 'duration is a number and a unit: 30s, 15m, 12h, 30d').optional(),
+        })
+        .strict()
+        .prefault({}),
+    })
+    .prefault({}),
+  /** Limits against abuse; all of them apply to every face (REST, /mcp, chat proxy). */
+  security: z
+    .object({
+      /** Requests per minute per client address; 0: off. */
+      perIpPerMinute: z.number().int().min(0).default(0),
+      /** Failed key checks per minute per client address before it is refused (429) for the rest of the minute; 0: off. */
+      authFailuresPerIpPerMinute: z.number().int().min(0).default(30),
+      /** Client address from X-Forwarded-For (Express's `trust proxy`: true, a hop count, or addresses); only behind a proxy you run. */
+      trustProxy: z.union([z.boolean(), z.number().int().min(0), z.string()]).default(false),
+      /** GET /metrics without a key even when ADMIN_KEY is set (for a scraper on a private network). */
+      publicMetrics: z.boolean().default(false),
+    })
+    .prefault({}),
   /** The shared index pipeline (only with redisUrl). */
   queue: z
     .object({
@@ -48,7 +79,23 @@ export const configSchema = z.object({
       stalledIntervalMs: z.number().int().min(1_000).default(30_000),
     })
     .prefault({}),
+  /** The index worker process (`toolrouter worker`). */
+  worker: z
+    .object({
+      /** Serves GET /metrics (and /health) on this port when set (env WORKER_METRICS_PORT); 0 picks a free port. */
+      metricsPort: z.coerce.number().int().min(0).max(65535).optional(),
+      /** Host the metrics endpoint binds to (the worker has no admin key: keep it off public interfaces). */
+      metricsHost: z.string().default('0.0.0.0'),
+      /** SIGTERM waits this long for the job in hand (a 100k-tool build takes over a minute) before exiting anyway. */
+      shutdownTimeoutMs: z.number().int().min(0).max(3_600_000).default(300_000),
+    })
+    .prefault({}),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * SIGTERM to `serve`: in-flight requests get this long to finish before the process exits anyway (code 1). Under
+   * the 30 s an orchestrator usually waits before SIGKILL, so the backstop fires first and says what it cut.
+   */
+  shutdownTimeoutMs: z.number().int().min(0).max(3_600_000).default(25_000),
   /** Largest accepted request body; catalogs of many thousand tools are several MB. */
   bodyLimit: z.string().default('20mb'),
   catalog: z
@@ -76,6 +123,17 @@ export const configSchema = z.object({
       candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
       maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
       pinned: z.array(z.string()).default([]),
+      /**
+       * When search pays off (src/search/activation.ts): a tool list with more tools than maxTools, or definitions
+       * over maxTokens (o200k_base), is searched; a smaller one is shown whole. Used by mcp.search "auto" and by the
+       * chat / responses rewriters (below both, a request is forwarded unchanged).
+       */
+      activation: z
+        .object({
+          maxTools: z.number().int().min(0).default(DEFAULT_ACTIVATION_THRESHOLDS.maxTools),
+          maxTokens: z.number().int().min(0).default(DEFAULT_ACTIVATION_THRESHOLDS.maxTokens),
+        })
+        .prefault({}),
       lexical: z
         .object({
           fieldWeights: z
@@ -105,6 +163,21 @@ export const configSchema = z.object({
     })
     .prefault({})
     .refine((search) => search.topK <= search.maxTopK, 'search.topK must not exceed search.maxTopK'),
+  /** Learning from usage (src/feedback): tools called for similar past queries are boosted in hybrid search. */
+  feedback: z
+    .object({
+      enabled: z.boolean().default(DEFAULT_FEEDBACK_SETTINGS.enabled),
+      /** Fusion weight of the feedback signal next to search.weights; per request as weights.feedback. */
+      weight: z.number().min(0).max(1000).default(DEFAULT_FEEDBACK_SETTINGS.weight),
+      isolation: z.enum(['global', 'key']).default(DEFAULT_FEEDBACK_SETTINGS.isolation),
+      halfLifeDays: z.number().positive().default(DEFAULT_FEEDBACK_SETTINGS.halfLifeDays),
+      maxEvents: z.number().int().min(1).max(10_000_000).default(DEFAULT_FEEDBACK_SETTINGS.maxEvents),
+      maxAgeDays: z.number().positive().default(DEFAULT_FEEDBACK_SETTINGS.maxAgeDays),
+      neighbours: z.number().int().min(1).max(1_000).default(DEFAULT_FEEDBACK_SETTINGS.neighbours),
+      minSimilarity: z.number().min(-1).max(1).default(DEFAULT_FEEDBACK_SETTINGS.minSimilarity),
+      maxBoost: z.number().positive().default(DEFAULT_FEEDBACK_SETTINGS.maxBoost),
+    })
+    .prefault({}),
   upstreamLlmUrl: z.string().url().optional(),
   /** The OpenAI-compatible chat-completions proxy (forwards to upstreamLlmUrl). */
   chat: z
@@ -132,8 +205,11 @@ export const configSchema = z.object({
     .object({
       /** Upstream MCP servers by name; the name prefixes their tools (`name` + catalog.separator + tool). */
       servers: z.record(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'server names are 1-64 characters of A-Z a-z 0-9 _ - .'), mcpServerSchema).default({}),
-      /** true: tools/list shows pinned tools + the two virtual tools; false: a plain aggregator listing everything. */
-      search: z.boolean().default(true),
+      /**
+       * true: tools/list shows pinned tools + the two virtual tools; false: a plain aggregator listing everything;
+       * "auto": the aggregator while the tools fit search.activation, search beyond it (clients get list_changed).
+       */
+      search: z.union([z.literal('auto'), z.boolean()], { error: 'must be "auto", true or false' }).default('auto'),
       searchToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('search_tools'),
       callToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('call_tool'),
       /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
@@ -172,6 +248,14 @@ export type Config = z.infer<typeof configSchema>;
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
+
+  /** Every problem found, one per entry (`toolrouter config check` prints them one a line). */
+  constructor(
+    message: string,
+    readonly problems: string[] = [message],
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -179,6 +263,17 @@ export class ConfigError extends Error {
  * variables, then explicit overrides (tests and the CLI).
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Config {
+  const merged = configInput(env, overrides);
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'config'}: ${issue.message}`);
+    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`, problems);
+  }
+  return parsed.data;
+}
+
+/** The configuration as given (file, environment, overrides merged), before validation and defaults. */
+export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const file = env.TOOLROUTER_CONFIG ? readConfigFile(env.TOOLROUTER_CONFIG) : {};
   const fromEnv = definedOnly({
     port: env.PORT,
@@ -188,19 +283,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
     logLevel: env.LOG_LEVEL,
     upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
     chat: env.UPSTREAM_LLM_KEY ? { upstreamKey: env.UPSTREAM_LLM_KEY } : undefined,
+    worker: env.WORKER_METRICS_PORT ? { metricsPort: env.WORKER_METRICS_PORT } : undefined,
   });
   const embeddingEnv = definedOnly({
     model: env.EMBEDDING_MODEL || undefined,
     allowRemoteModels: env.ALLOW_REMOTE_MODELS === undefined ? undefined : parseBoolean('ALLOW_REMOTE_MODELS', env.ALLOW_REMOTE_MODELS),
     modelsDir: env.MODELS_DIR || undefined,
   });
-  const merged = deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), overrides);
-  const parsed = configSchema.safeParse(merged);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'config'}: ${issue.message}`);
-    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
-  }
-  return parsed.data;
+  return deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), overrides);
 }
 
 function readConfigFile(file: string): Record<string, unknown> {

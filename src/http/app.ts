@@ -1,15 +1,23 @@
 import express, { type Express, type Router } from 'express';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { StaticSources } from '../catalog/static-sources.js';
 import type { IndexManager, IndexPipeline } from '../index/manager.js';
 import type { SearchService } from '../search/search.js';
 import { httpRequests } from '../metrics.js';
+import type { Auth } from '../auth/auth.js';
+import type { Config } from '../config/config.js';
+import { authenticate, requireAdmin } from './auth.js';
 import { errorHandler, notFoundRoute } from './errors.js';
+import { requestLog } from './request-log.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { healthRoutes } from './routes/health.js';
 import { indexRoutes } from './routes/index-status.js';
+import { keyRoutes } from './routes/keys.js';
 import { searchRoutes } from './routes/search.js';
+import { consoleRoutes } from './routes/console.js';
+import { tuningRoutes, type TuningDependencies } from './routes/tuning.js';
 
 export interface AppDependencies {
   catalog: Catalog;
@@ -24,12 +32,25 @@ export interface AppDependencies {
   routers?: Router[];
   /** Paths whose router reads the body itself, raw (the chat proxy forwards it byte for byte); the JSON parser skips them. */
   rawBodyPaths?: readonly string[];
+  /** The Redis connection of the shared index pipeline; /ready checks it answers. */
+  redis?: Redis;
+  /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
+  tuning?: TuningDependencies;
+  /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
+  auth?: Auth;
+  security?: Config['security'];
+  keyDefaults?: Config['keys']['defaults'];
 }
+
+/** Reachable without a key: probes, and the console's static page (its API calls carry the key). */
+const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/'];
 
 export function createApp(deps: AppDependencies): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  if (deps.security) app.set('trust proxy', deps.security.trustProxy);
+  app.use(requestLog(deps.log));
   app.use((req, res, next) => {
     // The matched route pattern, not the path, keeps label values few (a source name is not a label).
     res.on('finish', () => {
@@ -40,11 +61,18 @@ export function createApp(deps: AppDependencies): Express {
   });
   const json = express.json({ limit: deps.bodyLimit, strict: true });
   const rawBodyPaths = new Set(deps.rawBodyPaths ?? []);
+  if (deps.auth) {
+    app.use(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS }));
+    app.get('/metrics', requireAdmin);
+  }
   app.use((req, res, next) => (rawBodyPaths.has(req.path) ? next() : json(req, res, next)));
+  if (deps.auth) app.use(keyRoutes({ store: deps.auth.store, defaults: deps.keyDefaults ?? { tool_search_enabled: true } }));
   app.use(healthRoutes(deps));
   app.use(catalogRoutes(deps));
   app.use(indexRoutes(deps));
   app.use(searchRoutes(deps));
+  if (deps.tuning) app.use(tuningRoutes(deps.tuning));
+  app.use(consoleRoutes());
   for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
   app.use(errorHandler(deps.log));

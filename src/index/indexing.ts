@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
@@ -15,6 +16,8 @@ export interface Indexing {
   indexes: IndexManager;
   pipeline: IndexPipeline;
   sources: StaticSources;
+  /** The shared pipeline's Redis connection (unset in-process), for readiness checks. */
+  redis?: Redis;
   close(): Promise<void>;
 }
 
@@ -71,6 +74,7 @@ export async function startIndexing(config: Config, catalog: Catalog, embedder: 
       indexes,
       pipeline,
       sources,
+      redis,
       close: async () => {
         await pipeline.close();
         await close();

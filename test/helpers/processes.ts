@@ -26,18 +26,7 @@ export class WorkerProcess {
       env: { ...process.env, TOOLROUTER_CONFIG: configFile, LOG_LEVEL: 'info', REDIS_URL: '' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-    let buffered = '';
-    this.child.stderr!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const lines = buffered.split('\n');
-      buffered = lines.pop()!;
-      for (const line of lines) {
-        try {
-          this.logs.push(JSON.parse(line) as Record<string, unknown>);
-        } catch {
-          this.logs.push({ msg: line });
-        }
-      }
+    collectJsonLines(this.child.stderr!, this.logs, () => {
       for (const listener of this.listeners) listener();
     });
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
@@ -81,4 +70,22 @@ export async function eventually<T>(check: () => Promise<T> | T, accept: (value:
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(last)}`);
+}
+
+/** Parses a child's JSON log lines (pino) as they come into `logs`; lines that are not JSON are kept as `{msg}`. */
+export function collectJsonLines(stream: NodeJS.ReadableStream, logs: Record<string, unknown>[], onLines: () => void): void {
+  let buffered = '';
+  stream.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString();
+    const lines = buffered.split('\n');
+    buffered = lines.pop()!;
+    for (const line of lines) {
+      try {
+        logs.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        logs.push({ msg: line });
+      }
+    }
+    onLines();
+  });
 }

@@ -2,6 +2,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../../config/config.js';
 import { createEmbedder } from '../../embedding/embedder.js';
+import { indexArtifactBytes, indexBuildDuration, indexBuilds, indexTexts } from '../../metrics.js';
 import { connectRedis, RedisKeys } from '../../redis.js';
 import { ArtifactStore } from './artifact-store.js';
 import { runBuildJob, type BuildJobData, type BuildJobResult } from './build-job.js';
@@ -32,6 +33,7 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
       log.info({ jobId: job.id, catalogHash: job.data.catalogHash, version: job.data.version, attempt: job.attemptsMade + 1 }, 'index build started');
       const result = await runBuildJob(job.data, deps);
       log.info({ jobId: job.id, ...result }, 'index build finished');
+      recordBuild(result);
       return result;
     },
     {
@@ -45,6 +47,7 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1);
     log.error({ jobId: job.id, err: error, attempt: job.attemptsMade, final }, 'index build failed');
+    indexBuilds.inc({ outcome: 'failed' });
     const store = new ArtifactStore(redis, keys, job.data.model);
     void store
       .publish({ type: 'failed', hash: job.data.catalogHash, error: error.message, final })
@@ -59,4 +62,14 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
       redis.disconnect();
     },
   };
+}
+
+function recordBuild(result: BuildJobResult): void {
+  indexBuilds.inc({ outcome: result.outcome });
+  if (result.outcome !== 'built') return;
+  indexBuildDuration.observe(result.durationMs / 1000);
+  // Texts the shared Redis cache had (or that repeat within the catalog) are not embedded again.
+  indexTexts.inc({ cache: 'miss' }, result.embedded);
+  indexTexts.inc({ cache: 'hit' }, result.tools - result.embedded);
+  indexArtifactBytes.set(result.bytes);
 }
