@@ -1,0 +1,25 @@
+import path from 'node:path';
+import express, { Router } from 'express';
+import { PROJECT_ROOT } from '../../config/config.js';
+
+export const CONSOLE_DIR = path.join(PROJECT_ROOT, 'src/console');
+
+/**
+ * The web console's static files at /console. The page holds no data: everything it shows comes from the API with
+ * the caller's key, so serving the files themselves needs no key (a browser cannot add one to a navigation).
+ */
+export function consoleRoutes(): Router {
+  const router = Router();
+  router.use(
+    '/console',
+    (_req, res, next) => {
+      // Only our own files and the API on this origin; no inline script, so injected markup could not run.
+      res.setHeader('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Referrer-Policy', 'no-referrer');
+      next();
+    },
+    express.static(CONSOLE_DIR, { index: 'index.html', redirect: true, fallthrough: true, cacheControl: true, maxAge: 0 }),
+  );
+  return router;
+}

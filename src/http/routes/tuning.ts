@@ -1,0 +1,174 @@
+import { Router } from 'express';
+import { z } from 'zod';
+import type { Catalog } from '../../catalog/catalog.js';
+import type { LabelledQuery } from '../../catalog/types.js';
+import type { Config } from '../../config/config.js';
+import type { Embedder } from '../../embedding/embedder.js';
+import { evaluate } from '../../eval/metrics.js';
+import { RANKED_DEPTH, tune } from '../../eval/tune.js';
+import type { IndexManager } from '../../index/manager.js';
+import type { SearchDefaults } from '../../search/defaults.js';
+import { IndexNotReadyError, type SearchService } from '../../search/search.js';
+import { assertAdmin } from '../auth.js';
+import { badRequest, HttpError, parseBody } from '../errors.js';
+
+/**
+ * Bounds on one evaluation request. Retrieval runs once per query and the grid re-fuses the cached candidates, but it
+ * all runs on the event loop of an instance that also serves searches. Measured over HTTP on the fixture (57 tools,
+ * 2 shared cores): 64 queries × 22 settings 0.2 s, 1,000 queries × 42 settings 2.3–3.2 s. The caps keep the worst
+ * case there; searches on the same instance wait meanwhile.
+ */
+export const EVAL_LIMITS = { maxQueries: 1_000, maxExpected: 50, maxSteps: 20, defaultSteps: 10 } as const;
+
+export interface TuningDependencies {
+  catalog: Catalog;
+  indexes: IndexManager;
+  search: SearchService;
+  embedder: Embedder;
+  config: Config;
+  defaults: SearchDefaults;
+}
+
+const weight = z.number({ error: 'must be a number' }).finite().min(0, 'must be 0 or more').max(1000, 'must be at most 1000');
+const fusion = z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' });
+
+const settingsBody = z
+  .object({
+    weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }, { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object {bm25, vector, feedback}' : undefined) }).strict().optional(),
+    fusion: fusion.optional(),
+  })
+  .strict()
+  .refine((body) => body.weights !== undefined || body.fusion !== undefined, 'give weights, fusion or both');
+
+/**
+ * Run-time tuning (admin): evaluate labelled queries against the live catalog and index over a grid of fusion
+ * settings, and read, apply or reset the search defaults. Kept apart from the search routes so an access guard can be
+ * put on this router alone.
+ */
+export function tuningRoutes(deps: TuningDependencies): Router {
+  const { catalog, indexes, search, embedder, config, defaults } = deps;
+  const router = Router();
+  const maxQueryLength = config.search.maxQueryLength;
+  const evalBody = z
+    .object({
+      queries: z
+        .array(
+          z
+            .object({
+              query: z
+                .string({ error: 'is required and must be a string' })
+                .max(maxQueryLength, `must be at most ${maxQueryLength} characters`)
+                .refine((query) => query.trim().length > 0, 'must not be empty'),
+              expected: z
+                .array(z.string({ error: 'must be tool names' }).min(1, 'must not be empty').max(128, 'is not a tool name (over 128 characters)'), {
+                  error: 'is required and must be an array of tool names',
+                })
+                .min(1, 'must name at least one tool')
+                .max(EVAL_LIMITS.maxExpected, `must name at most ${EVAL_LIMITS.maxExpected} tools`),
+            })
+            .strict(),
+          { error: 'is required and must be an array of {query, expected: [names]}' },
+        )
+        .min(1, 'must hold at least one query')
+        .max(EVAL_LIMITS.maxQueries, `must hold at most ${EVAL_LIMITS.maxQueries} queries`),
+      grid: z
+        .object({
+          steps: z
+            .number({ error: 'must be a number' })
+            .int('must be an integer')
+            .min(1, 'must be at least 1')
+            .max(EVAL_LIMITS.maxSteps, `must be at most ${EVAL_LIMITS.maxSteps}`),
+        })
+        .strict()
+        .optional(),
+    })
+    .strict();
+
+  // One evaluation at a time per instance: runs hold the event loop in stretches, and stacking them would hurt searches.
+  let running = false;
+
+  // Evaluations read the whole catalog and changed defaults affect every caller: admin only.
+  router.post('/v1/eval', async (req, res) => {
+    assertAdmin(res);
+    const body = parseBody(evalBody, req.body);
+    const live = indexes.current;
+    if (!live) throw new IndexNotReadyError('the search index is still being built; retry shortly or check /v1/index/status');
+    if (live.model !== embedder.modelId) {
+      throw new IndexNotReadyError(`the index was built with model ${live.model}; waiting for a rebuild with ${embedder.modelId}`);
+    }
+    const queries: LabelledQuery[] = [];
+    const skipped: { line: number; query: string }[] = [];
+    body.queries.forEach((labelled, i) => {
+      if (labelled.expected.some((name) => catalog.get(name) !== undefined)) queries.push(labelled);
+      else skipped.push({ line: i + 1, query: labelled.query });
+    });
+    if (queries.length === 0) {
+      throw badRequest(`queries: none of the ${body.queries.length} queries names a tool of the live catalog (expected names are full tool names, e.g. ${sampleName(catalog)})`);
+    }
+    if (running) throw new HttpError(429, 'busy', 'an evaluation is already running on this instance; retry when it has finished');
+    running = true;
+    try {
+      const steps = body.grid?.steps ?? EVAL_LIMITS.defaultSteps;
+      const { mode } = search.settings;
+      const current = { weights: { ...search.settings.weights }, fusion: search.settings.fusion };
+      // The live index and catalog stand in for the engine `npm run tune` builds from files: same code, live data.
+      const { rows, best } = await tune({ catalog, search, index: live, embedder, config }, queries, { steps });
+      // What searches get right now, through the service itself (pinned tools and all).
+      const now = await evaluate(
+        async (query) => (await search.search({ query, topK: RANKED_DEPTH, mode, ...current })).results.map((hit) => hit.tool.name),
+        queries,
+      );
+      res.json({
+        catalog: { hash: catalog.snapshot().catalogHash, tools: catalog.snapshot().entries.length },
+        index: { hash: live.catalogHash, model: live.model },
+        queries: queries.length,
+        skipped,
+        steps,
+        depth: RANKED_DEPTH,
+        current: { mode, ...current, ...metrics(now) },
+        best: row(best),
+        rows: rows.map(row),
+      });
+    } finally {
+      running = false;
+    }
+  });
+
+  router.get('/v1/search/settings', (_req, res) => {
+    res.json(settingsView(search, defaults));
+  });
+
+  router.put('/v1/search/settings', async (req, res) => {
+    assertAdmin(res);
+    const body = parseBody(settingsBody, req.body);
+    const weights = { ...search.settings.weights, ...body.weights };
+    if (!(weights.bm25 + weights.vector > 0)) throw badRequest('weights: at least one of bm25 and vector must be positive');
+    await defaults.apply({ weights, fusion: body.fusion ?? search.settings.fusion });
+    res.json(settingsView(search, defaults));
+  });
+
+  router.delete('/v1/search/settings', async (_req, res) => {
+    assertAdmin(res);
+    await defaults.reset();
+    res.json(settingsView(search, defaults));
+  });
+
+  return router;
+}
+
+function settingsView(search: SearchService, defaults: SearchDefaults) {
+  const { mode, topK, maxTopK, candidates } = search.settings;
+  return { ...defaults.state(), mode, topK, maxTopK, candidates };
+}
+
+function metrics(result: { n: number; recallAt1: number; recallAt5: number; mrr: number }) {
+  return { n: result.n, recallAt1: result.recallAt1, recallAt5: result.recallAt5, mrr: result.mrr };
+}
+
+function row(result: Parameters<typeof metrics>[0] & { fusion: string; weights: { bm25: number; vector: number } }) {
+  return { fusion: result.fusion, weights: result.weights, ...metrics(result) };
+}
+
+function sampleName(catalog: Catalog): string {
+  return catalog.snapshot().entries[0]?.tool.name ?? 'server__tool';
+}
