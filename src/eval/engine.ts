@@ -2,6 +2,8 @@ import { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { loadConfig, type Config } from '../config/config.js';
 import { createEmbedder, type Embedder } from '../embedding/embedder.js';
+import { FeedbackService } from '../feedback/service.js';
+import { MemoryFeedbackStore } from '../feedback/store.js';
 import { IndexManager } from '../index/manager.js';
 import { buildSearchIndex, type SearchIndex } from '../index/search-index.js';
 import { SearchService } from '../search/search.js';
@@ -13,6 +15,8 @@ export interface Engine {
   index: SearchIndex;
   embedder: Embedder;
   config: Config;
+  /** Feedback in memory, empty until replayed (`eval --feedback`): until then, searches rank as without it. */
+  feedback?: FeedbackService;
 }
 
 export async function createEngine(tools: Tool[], options: { config?: Config; embedder?: Embedder } = {}): Promise<Engine> {
@@ -23,5 +27,7 @@ export async function createEngine(tools: Tool[], options: { config?: Config; em
   const { index } = await buildSearchIndex(snapshot, { embedder, lexical: config.search.lexical, hnsw: config.search.hnsw });
   const indexes = new IndexManager(snapshot);
   indexes.install(index, 0);
-  return { catalog, search: new SearchService(catalog, indexes, embedder, config.search), index, embedder, config };
+  const settings = { ...config.feedback, enabled: true };
+  const feedback = new FeedbackService(embedder, new MemoryFeedbackStore(settings), settings);
+  return { catalog, search: new SearchService(catalog, indexes, embedder, config.search, feedback), index, embedder, config, feedback };
 }

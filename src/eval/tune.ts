@@ -1,7 +1,7 @@
 import type { LabelledQuery } from '../catalog/types.js';
 import type { ScoredName } from '../index/lexical.js';
 import { fuse, type FusionMethod, type FusionWeights } from '../search/fusion.js';
-import { semanticCandidates } from '../search/search.js';
+import { queryEmbedding, semanticCandidates } from '../search/search.js';
 import type { Engine } from './engine.js';
 import { evaluate, type EvalResult } from './metrics.js';
 
@@ -13,6 +13,9 @@ export interface TuneRow extends EvalResult {
   weights: FusionWeights;
 }
 
+/** Feedback weights tried (on the best bm25/vector setting) when the engine holds feedback. */
+export const FEEDBACK_WEIGHTS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.25, 1.5, 2, 3];
+
 /**
  * Grid-searches fusion method and weights. Each query's BM25 and vector candidates are computed once and re-fused
  * per setting, so the grid costs one pass of retrieval whatever its size.
@@ -20,15 +23,19 @@ export interface TuneRow extends EvalResult {
 export async function tune(
   engine: Engine,
   queries: readonly LabelledQuery[],
-  options: { steps?: number; onProgress?: (done: number, total: number) => void } = {},
+  options: { steps?: number; onProgress?: (done: number, total: number) => void; feedback?: boolean } = {},
 ): Promise<{ rows: TuneRow[]; best: TuneRow }> {
   const steps = options.steps ?? 10;
   const candidates = engine.config.search.candidates;
-  const signals = new Map<string, { lexical: ScoredName[]; semantic: ScoredName[] }>();
+  // With `feedback`, the search's feedback signal (replayed events) is computed once per query too.
+  const feedbackSignal = options.feedback ? engine.search.feedback : undefined;
+  const signals = new Map<string, { lexical: ScoredName[]; semantic: ScoredName[]; feedback: ScoredName[] }>();
   for (const [done, { query }] of queries.entries()) {
     if (signals.has(query)) continue;
     const semantic = await semanticCandidates(engine.index, engine.embedder, query, candidates);
-    signals.set(query, { lexical: engine.index.lexical.search(query, candidates), semantic });
+    const vector = feedbackSignal ? await queryEmbedding(engine.embedder, query) : undefined;
+    const feedback = vector ? feedbackSignal!.boosts(vector) : [];
+    signals.set(query, { lexical: engine.index.lexical.search(query, candidates), semantic, feedback });
     options.onProgress?.(done + 1, queries.length);
   }
   const rows: TuneRow[] = [];
@@ -47,7 +54,25 @@ export async function tune(
     }
   }
   // MRR decides: it rewards the right tool at the top, which is what an agent reading top-k needs most.
-  const best = rows.reduce((a, b) => (b.mrr > a.mrr + 1e-12 ? b : a));
+  const pick = (among: TuneRow[]) => among.reduce((a, b) => (b.mrr > a.mrr + 1e-12 ? b : a));
+  let best = pick(rows);
+  if (feedbackSignal) {
+    // The feedback weight is searched on top of the best split: the signals are nearly independent, and a full
+    // three-way grid would cost a dozen times more for the same answer.
+    const feedbackRows: TuneRow[] = [];
+    for (const feedback of FEEDBACK_WEIGHTS) {
+      const weights = { ...best.weights, feedback };
+      const rank = (query: string) => {
+        const signal = signals.get(query)!;
+        return fuse(signal.lexical, signal.semantic, weights, best.fusion, signal.feedback)
+          .slice(0, RANKED_DEPTH)
+          .map((hit) => hit.name);
+      };
+      feedbackRows.push({ fusion: best.fusion, weights, ...(await evaluate(rank, queries)) });
+    }
+    rows.push(...feedbackRows);
+    best = pick(feedbackRows);
+  }
   return { rows, best };
 }
 

@@ -3,6 +3,8 @@ import type { ScoredName } from '../index/lexical.js';
 export interface FusionWeights {
   bm25: number;
   vector: number;
+  /** The feedback signal (src/feedback); absent means the feedback service's configured weight. */
+  feedback?: number;
 }
 
 export type FusionMethod = 'weighted' | 'rrf';
@@ -10,7 +12,7 @@ export type FusionMethod = 'weighted' | 'rrf';
 export interface FusedResult {
   name: string;
   score: number;
-  scores: { bm25?: number; vector?: number };
+  scores: { bm25?: number; vector?: number; feedback?: number };
 }
 
 /** Reciprocal-rank fusion's damping constant; 60 is the value from the original paper and what most engines use. */
@@ -27,12 +29,20 @@ export const RRF_K = 60;
  *   them so, and unlike min-max it does not let one outlier at the top squash every other score (measured against
  *   min-max and max-scaling on MetaTool, LiveMCPBench and the fixture: BENCHMARKS.md).
  * - `rrf`: Σ weight / (RRF_K + rank), which needs no normalisation and ignores score gaps.
+ *
+ * `feedback` (optional) is the third signal: tools called for similar past queries, scored in [-1, 1] already (a share
+ * of the per-tool cap, src/feedback/neighbours.ts), so it is used as is, not spread by its distribution: one neighbour
+ * among a handful must stay a small boost. A tool it boosts enters the list even when neither other signal returned it;
+ * a negative score only lowers tools already there. It counts in the weights' sum only when it has something to say
+ * for this query, so searches without feedback score exactly as before. In `rrf` its positive and negative tools are
+ * two rank lists, added and subtracted.
  */
 export function fuse(
   lexical: readonly ScoredName[],
   semantic: readonly ScoredName[],
   weights: FusionWeights,
   method: FusionMethod,
+  feedback: readonly ScoredName[] = [],
 ): FusedResult[] {
   const fused = new Map<string, FusedResult>();
   const entry = (name: string): FusedResult => {
@@ -43,7 +53,8 @@ export function fuse(
     }
     return result;
   };
-  const total = weights.bm25 + weights.vector;
+  const feedbackWeight = feedback.length > 0 ? (weights.feedback ?? 0) : 0;
+  const total = weights.bm25 + weights.vector + feedbackWeight;
   const contributions = [
     { hits: lexical, weight: weights.bm25, signal: 'bm25' as const },
     { hits: semantic, weight: weights.vector, signal: 'vector' as const },
@@ -56,6 +67,22 @@ export function fuse(
       result.score +=
         method === 'weighted' ? (weight * normalise!(hit.score)) / total : weight / (RRF_K + rank + 1);
     });
+  }
+  if (feedbackWeight > 0) {
+    const negative = feedback.filter((hit) => hit.score < 0).reverse();
+    for (const hits of [feedback.filter((hit) => hit.score > 0), negative]) {
+      hits.forEach((hit, rank) => {
+        if (hit.score < 0 && !fused.has(hit.name)) return;
+        const result = entry(hit.name);
+        result.scores.feedback = hit.score;
+        result.score +=
+          method === 'weighted'
+            ? (feedbackWeight * hit.score) / total
+            : (Math.sign(hit.score) * feedbackWeight) / (RRF_K + rank + 1);
+      });
+    }
+    // Fused scores stay in [0, 1]: a tool reported irrelevant sinks to the bottom rather than below it.
+    for (const result of fused.values()) if (result.score < 0) result.score = 0;
   }
   return [...fused.values()].sort((a, b) => b.score - a.score || a.name.localeCompare(b.name));
 }

@@ -44,12 +44,21 @@ export interface SearchRequest {
   fusion?: FusionMethod;
   /** Restricts results to tools the caller may see; applied before ranking is cut to top_k. */
   visible?: (entry: CatalogEntry) => boolean;
+  /** Whose feedback counts (an API key id) when feedback.isolation is "key"; ignored when it is "global". */
+  feedbackScope?: string;
+}
+
+/** The feedback signal (src/feedback): tools called for similar past queries, scored in [-1, 1]. */
+export interface FeedbackSignal {
+  /** Default fusion weight, used when neither the request nor the settings give weights.feedback. */
+  readonly weight: number;
+  boosts(query: Float32Array, scope?: string): ScoredName[];
 }
 
 export interface SearchHit {
   tool: Tool;
   score: number;
-  scores: { bm25?: number; vector?: number };
+  scores: { bm25?: number; vector?: number; feedback?: number };
 }
 
 export interface SearchResponse {
@@ -59,10 +68,14 @@ export interface SearchResponse {
 
 /** The index's nearest tools to the query's embedding; none for a query of only unknown words. */
 export async function semanticCandidates(index: SearchIndex, embedder: Embedder, query: string, limit: number): Promise<ScoredName[]> {
+  const vector = await queryEmbedding(embedder, query);
+  return vector ? index.vectors.search(vector, limit) : [];
+}
+
+/** The query's embedding; undefined for a query of only unknown words, which says nothing about similarity. */
+export async function queryEmbedding(embedder: Embedder, query: string): Promise<Float32Array | undefined> {
   const [vector] = await embedder.embed([query]);
-  // A query of only unknown words embeds to nothing; it says nothing about similarity.
-  if (!vector || !vector.some((value) => value !== 0)) return [];
-  return index.vectors.search(vector, limit);
+  return vector && vector.some((value) => value !== 0) ? vector : undefined;
 }
 
 export class IndexNotReadyError extends Error {
@@ -75,14 +88,36 @@ export class IndexNotReadyError extends Error {
  */
 export class SearchService {
   private readonly pinned: Set<string>;
+  private current: SearchSettings;
 
   constructor(
     private readonly catalog: Catalog,
     private readonly indexes: IndexManager,
     private readonly embedder: Embedder,
-    readonly settings: SearchSettings,
+    settings: SearchSettings,
+    /** Learning from usage; without it hybrid search fuses BM25 and vectors only. */
+    readonly feedback?: FeedbackSignal,
   ) {
+    this.current = settings;
     this.pinned = new Set(settings.pinned);
+  }
+
+  /** The defaults a request gets for what it leaves out. */
+  get settings(): Readonly<SearchSettings> {
+    return this.current;
+  }
+
+  /**
+   * Replaces the default fusion (the console's "apply"). A new settings object, never a mutation: a search already
+   * running keeps the weights it started with, and the configuration the object came from stays as configured.
+   */
+  updateFusionDefaults(update: { weights?: Partial<FusionWeights>; fusion?: FusionMethod }): Readonly<SearchSettings> {
+    const weights = { ...this.current.weights, ...update.weights };
+    if (!Object.values(weights).every((weight) => Number.isFinite(weight) && weight >= 0) || weights.bm25 + weights.vector <= 0) {
+      throw new RangeError('weights must be finite, 0 or more, and bm25 + vector must be positive');
+    }
+    this.current = { ...this.current, weights, fusion: update.fusion ?? this.current.fusion };
+    return this.current;
   }
 
   async search(request: SearchRequest): Promise<SearchResponse> {
@@ -125,18 +160,23 @@ export class SearchService {
     const weights = { ...this.settings.weights, ...request.weights };
     const useLexical = mode === 'bm25' || (mode === 'hybrid' && weights.bm25 > 0);
     const useVector = mode === 'vector' || (mode === 'hybrid' && weights.vector > 0);
+    const feedbackWeight = weights.feedback ?? this.feedback?.weight ?? 0;
+    const useFeedback = mode === 'hybrid' && this.feedback !== undefined && feedbackWeight > 0;
     const lexical = useLexical ? live.lexical.search(query, limit) : [];
-    const semantic = useVector ? await this.vectorSearch(live, query, limit) : [];
+    // One embedding serves both the vector index and the feedback's recorded queries.
+    const vector = useVector || useFeedback ? await this.embedQuery(live, query, useVector) : undefined;
+    const semantic = useVector && vector ? live.vectors.search(vector, limit) : [];
     if (mode === 'bm25') return lexical.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
     if (mode === 'vector') return semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } }));
-    return fuse(lexical, semantic, weights, request.fusion ?? this.settings.fusion);
+    const feedback = useFeedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [];
+    return fuse(lexical, semantic, { ...weights, feedback: feedbackWeight }, request.fusion ?? this.settings.fusion, feedback);
   }
 
-  private async vectorSearch(live: SearchIndex, query: string, limit: number) {
-    if (live.model !== this.embedder.modelId) {
+  private async embedQuery(live: SearchIndex, query: string, forIndex: boolean): Promise<Float32Array | undefined> {
+    if (forIndex && live.model !== this.embedder.modelId) {
       throw new IndexNotReadyError(`the index was built with model ${live.model}; waiting for a rebuild with ${this.embedder.modelId}`);
     }
-    return semanticCandidates(live, this.embedder, query, limit);
+    return queryEmbedding(this.embedder, query);
   }
 
   private select(list: string, visible: (entry: CatalogEntry) => boolean): SearchHit[] {

@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Config } from '../config/config.js';
+import type { Embedder } from '../embedding/embedder.js';
+import type { ScoredName } from '../index/lexical.js';
+import { feedbackEventsHeld, feedbackEventsRecorded } from '../metrics.js';
+import { connectRedis, RedisKeys } from '../redis.js';
+import type { FeedbackSignal } from '../search/search.js';
+import { FeedbackNeighbours } from './neighbours.js';
+import { MemoryFeedbackStore, RedisFeedbackStore, type FeedbackStore } from './store.js';
+import type { FeedbackEvent, FeedbackSettings, FeedbackSurface } from './types.js';
+
+export interface FeedbackInput {
+  query: string;
+  tool: string;
+  relevant: boolean;
+  /** Who it came from (an API key id); '' or undefined when unknown. */
+  scope?: string;
+  surface: FeedbackSurface;
+}
+
+/** Records the tool an agent wanted for a query; all of them (REST, MCP sessions, chat proxy) go through record(). */
+export interface FeedbackRecorder {
+  record(input: FeedbackInput): Promise<FeedbackEvent>;
+}
+
+/**
+ * Learning from usage: records events in the store and keeps their query embeddings in memory, where every search
+ * looks up the nearest recorded queries (the feedback signal of hybrid search, src/search/fusion.ts).
+ */
+export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
+  private readonly neighbours: FeedbackNeighbours;
+
+  constructor(
+    private readonly embedder: Embedder,
+    private readonly store: FeedbackStore,
+    readonly settings: FeedbackSettings,
+    private readonly log?: Logger,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.neighbours = new FeedbackNeighbours(embedder.dimensions, settings, now);
+  }
+
+  get weight(): number {
+    return this.settings.weight;
+  }
+
+  /** Events held in memory (within the retention limits). */
+  get size(): number {
+    return this.neighbours.size;
+  }
+
+  /**
+   * Loads the stored events. Those embedded by another model (the embedding model changed since) are embedded again
+   * from their query text, so a model change keeps what was learned.
+   */
+  async start(): Promise<void> {
+    const events = await this.store.start((event) => this.hold(event));
+    const stale = events.filter((event) => event.model !== this.embedder.modelId || event.embedding.length !== this.embedder.dimensions);
+    if (stale.length > 0) {
+      const vectors = await this.embedder.embed(stale.map((event) => event.query));
+      stale.forEach((event, i) => {
+        event.embedding = vectors[i]!;
+        event.model = this.embedder.modelId;
+      });
+      this.log?.info({ events: stale.length, model: this.embedder.modelId }, 'feedback queries re-embedded for the current model');
+    }
+    for (const event of events) this.neighbours.add(event);
+    this.neighbours.compact();
+    feedbackEventsHeld.set(this.neighbours.size);
+    if (events.length > 0) this.log?.info({ events: this.neighbours.size }, 'feedback events loaded');
+  }
+
+  /** Stored first: when the store is unavailable the caller gets the error and nothing is half-recorded. */
+  async record(input: FeedbackInput): Promise<FeedbackEvent> {
+    const query = input.query.trim();
+    const [embedding] = await this.embedder.embed([query]);
+    const event: FeedbackEvent = {
+      id: randomUUID(),
+      query,
+      embedding: embedding!,
+      model: this.embedder.modelId,
+      tool: input.tool,
+      relevant: input.relevant,
+      time: this.now(),
+      scope: input.scope ?? '',
+    };
+    await this.store.append(event);
+    this.hold(event);
+    feedbackEventsRecorded.inc({ surface: input.surface, relevant: String(input.relevant) });
+    return event;
+  }
+
+  /** The feedback signal for a query embedding; `scope` only counts under `isolation: key`. */
+  boosts(query: Float32Array, scope?: string): ScoredName[] {
+    return this.neighbours.boosts(query, this.settings.isolation === 'key' ? (scope ?? '') : undefined);
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
+  private hold(event: FeedbackEvent): void {
+    if (event.model !== this.embedder.modelId) return;
+    this.neighbours.add(event);
+    feedbackEventsHeld.set(this.neighbours.size);
+  }
+}
+
+/**
+ * The feedback service of a process: events in Redis when `redisUrl` is set (shared by every instance, kept across
+ * restarts), in memory otherwise. Undefined when `feedback.enabled` is false.
+ */
+export async function startFeedback(config: Config, embedder: Embedder, log: Logger, now?: () => number): Promise<FeedbackService | undefined> {
+  const settings = config.feedback;
+  if (!settings.enabled) return undefined;
+  const retention = { maxEvents: settings.maxEvents, maxAgeDays: settings.maxAgeDays };
+  let store: FeedbackStore;
+  if (config.redisUrl) {
+    const redis = connectRedis(config.redisUrl, 'toolrouter-feedback', log);
+    const subscriber = connectRedis(config.redisUrl, 'toolrouter-feedback-events', log);
+    store = new RedisFeedbackStore(redis, subscriber, new RedisKeys(config.queue.prefix), retention, log, now);
+  } else {
+    store = new MemoryFeedbackStore(retention, now);
+  }
+  const service = new FeedbackService(embedder, store, settings, log.child({ component: 'feedback' }), now);
+  try {
+    await service.start();
+  } catch (error) {
+    await store.close();
+    throw new Error(`could not load feedback events: ${(error as Error).message}`, { cause: error });
+  }
+  return service;
+}
