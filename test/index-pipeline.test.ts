@@ -157,11 +157,11 @@ describe('Redis + BullMQ index pipeline', () => {
     const final = await ready(api);
     assert.equal(final.indexedHash, newer.body.catalogHash);
     const finished = worker.logs.filter((line) => line.msg === 'index build finished');
-    assert.deepEqual(
-      finished.map((line) => line.outcome),
-      ['superseded', 'built'],
-      'the stale job is skipped, not built',
-    );
+    const outcomes = (hash: string) => finished.filter((line) => String(line.jobId).includes(hash)).map((line) => line.outcome);
+    assert.deepEqual(outcomes(older.body.catalogHash), ['superseded'], 'the stale job is skipped, not built');
+    assert.deepEqual(outcomes(newer.body.catalogHash), ['built']);
+    // Other instances may re-announce a catalog they already had an index for; those jobs only reuse it.
+    assert.equal(finished.filter((line) => line.outcome === 'built').length, 1, 'nothing else was built');
     await api.request('DELETE', '/v1/catalog/sources/versions');
     await ready(api);
   });
