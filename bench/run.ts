@@ -16,13 +16,14 @@ import { countTokens } from 'gpt-tokenizer';
 import { Catalog } from '../src/catalog/catalog.js';
 import type { Tool } from '../src/catalog/types.js';
 import { loadConfig, type Config } from '../src/config/config.js';
-import { createEmbedder } from '../src/embedding/embedder.js';
+import { createEmbedder, type Embedder } from '../src/embedding/embedder.js';
 import { FastMcpBm25, LiteLlmTokenOverlap } from '../src/eval/baselines.js';
 import { loadQueries } from '../src/eval/datasets.js';
 import { serializeIndex } from '../src/index/artifact.js';
 import { MemoryEmbeddingCache } from '../src/index/embedding-cache.js';
 import { IndexManager } from '../src/index/manager.js';
-import { buildSearchIndex } from '../src/index/search-index.js';
+import { ExactVectorIndex, HnswVectorIndex } from '../src/index/vector.js';
+import { buildSearchIndex, type SearchIndex } from '../src/index/search-index.js';
 import { SearchService, type SearchMode } from '../src/search/search.js';
 import { createToolrouter, listen } from '../src/server.js';
 import { baseTools, generateCatalog } from './catalog.js';
@@ -50,7 +51,13 @@ interface SizeResult {
   indexBytes: number;
   rssMb: number;
   heapMb: number;
+  /** V8 heap committed (used plus free pages it keeps). */
+  heapTotalMb: number;
+  /** Memory outside the V8 heap that V8 knows of (typed-array buffers, native objects reporting it). */
+  externalMb: number;
   queryEmbed: Stats;
+  /** Share of the exact scan's top 10 that the vector index returns (1 for the exact index). */
+  vectorRecall: number;
   inProcess: Record<string, Stats>;
   fastMcp: { buildMs: number; search: Stats };
   liteLlm: { buildMs: number; search: Stats };
@@ -73,6 +80,17 @@ async function time<T>(work: () => Promise<T> | T): Promise<[T, number]> {
   const started = performance.now();
   const value = await work();
   return [value, performance.now() - started];
+}
+
+/**
+ * Full garbage collection, twice: native memory of collected objects (the discarded cold index's HNSW graph and typed
+ * arrays, the serialised artifact) is released by finalizers that run after the first collection, not during it.
+ */
+async function collect(): Promise<void> {
+  for (let round = 0; round < 2; round++) {
+    global.gc?.();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
 /** Runs `fn` over the query list (cycled) `n` times after a short warm-up; per-call milliseconds. */
@@ -102,7 +120,9 @@ function benchConfig(overrides: Record<string, unknown> = {}): Config {
 
 async function runSize(size: number, options: { queries: number; httpMax: number }): Promise<SizeResult> {
   const { source: baseSource } = baseTools();
-  const tools = generateCatalog(size);
+  // The bench's own copy of the input is dropped while the router is measured (a server keeps only its catalog, not
+  // the request it came in) and generated again, identically, for the reference rankers and the token report.
+  let tools: Tool[] | undefined = generateCatalog(size);
   const queries = benchQueries();
   // Slow rankers (LiteLLM's scan, HTTP) get fewer samples at large sizes so a run stays bounded.
   const n = options.queries;
@@ -111,32 +131,35 @@ async function runSize(size: number, options: { queries: number; httpMax: number
   const [embedder, modelLoadMs] = await time(() => createEmbedder({ ...config.embedding }));
   const [snapshot, catalogMs] = await time(() => {
     const catalog = new Catalog({ separator: config.catalog.separator });
-    catalog.setSource('bench', tools);
+    catalog.setSource('bench', tools!);
     return { catalog, snapshot: catalog.snapshot() };
   });
+  tools = undefined;
   const cache = new MemoryEmbeddingCache();
   const buildOptions = { embedder, cache, lexical: config.search.lexical, hnsw: config.search.hnsw };
   // Only the stats of the cold build are kept, so its index can be collected before memory is measured.
   const [coldStats, buildColdMs] = await time(async () => (await buildSearchIndex(snapshot.snapshot, buildOptions)).stats);
-  global.gc?.();
+  await collect();
   const [warm, buildWarmMs] = await time(() => buildSearchIndex(snapshot.snapshot, buildOptions));
   const index = warm.index;
   const indexBytes = serializeIndex(index, config.search.hnsw).length;
   const manager = new IndexManager(snapshot.snapshot);
   manager.install(index, 1);
   const search = new SearchService(snapshot.catalog, manager, embedder, config.search);
-  global.gc?.();
+  await collect();
   const memory = process.memoryUsage();
 
   const queryEmbed = await measure(queries, n, (q) => embedder.embed([q]));
+  const vectorRecall = await measureVectorRecall(index.vectors, embedder, queries);
   const inProcess: Record<string, Stats> = {};
   for (const mode of ['hybrid', 'bm25', 'vector'] as SearchMode[]) {
     inProcess[mode] = await measure(queries, n, (q) => search.search({ query: q, mode }));
   }
 
-  const [fast, fastBuildMs] = await time(() => new FastMcpBm25(tools));
+  tools = generateCatalog(size);
+  const [fast, fastBuildMs] = await time(() => new FastMcpBm25(tools!));
   const fastSearch = await measure(queries, n, (q) => fast.search(q, 5));
-  const [lite, liteBuildMs] = await time(() => new LiteLlmTokenOverlap(tools));
+  const [lite, liteBuildMs] = await time(() => new LiteLlmTokenOverlap(tools!));
   const liteSearch = await measure(queries, size >= 50_000 ? Math.min(n, 100) : n, (q) => lite.search(q, 5));
 
   // Token report: every definition as the model would see it, versus the two virtual tools plus one search answer.
@@ -218,7 +241,10 @@ async function runSize(size: number, options: { queries: number; httpMax: number
     indexBytes,
     rssMb: mb(memory.rss),
     heapMb: mb(memory.heapUsed),
+    heapTotalMb: mb(memory.heapTotal),
+    externalMb: mb(memory.external),
     queryEmbed,
+    vectorRecall,
     inProcess,
     fastMcp: { buildMs: fastBuildMs, search: fastSearch },
     liteLlm: { buildMs: liteBuildMs, search: liteSearch },
@@ -226,6 +252,23 @@ async function runSize(size: number, options: { queries: number; httpMax: number
     ...(httpSkipped ? { httpSkipped } : {}),
     tokens: { catalog: catalogTokens, virtualTools: virtualTokens, answer: Math.round(answerTokens / sample.length), answerResults: answerResults / sample.length },
   };
+}
+
+/** Recall@10 of the HNSW graph against an exact scan over the same vectors (read back from the graph), per query. */
+async function measureVectorRecall(vectors: SearchIndex['vectors'], embedder: Embedder, queries: string[]): Promise<number> {
+  if (!(vectors instanceof HnswVectorIndex)) return 1;
+  const count = vectors.names.length;
+  const exact = new ExactVectorIndex(
+    vectors.names,
+    Array.from({ length: count }, (_, label) => Float32Array.from(vectors.index.getPoint(label))),
+  );
+  const distinct = [...new Set(queries)];
+  let found = 0;
+  for (const vector of await embedder.embed(distinct)) {
+    const truth = new Set(exact.search(vector, 10).map((hit) => hit.name));
+    found += vectors.search(vector, 10).filter((hit) => truth.has(hit.name)).length;
+  }
+  return found / (distinct.length * 10);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -236,14 +279,15 @@ const ms = (value: number) => (value >= 100 ? value.toFixed(0) : value >= 10 ? v
 const int = (value: number) => Math.round(value).toLocaleString('en-US');
 const ratio = (ours: number, theirs: number) => `${(theirs / ours).toFixed(1)}×`;
 
-function report(results: SizeResult[], command: string, seconds: number): string {
+function report(results: SizeResult[], command: string, seconds: number, load: [number, number]): string {
   const cpus = os.cpus();
   const lines: string[] = [];
   lines.push('## Scale benchmark (`npm run bench`)', '');
   lines.push(
     `Generated by \`${command}\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC in ${seconds.toFixed(0)} s. ` +
       `Machine: ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GB, ` +
-      `${os.type()} ${os.release()}, Node ${process.version}. Catalogs: ${results[0]?.baseSource ?? ''} varied into N distinct tools ` +
+      `${os.type()} ${os.release()}, Node ${process.version}; load average (1 min) ${load[0].toFixed(2)} at the start, ${load[1].toFixed(2)} at the end ` +
+      `(the cores are shared, so timings move with other work). Catalogs: ${results[0]?.baseSource ?? ''} varied into N distinct tools ` +
       '(`bench/catalog.ts`: suffixed names, a clause from another tool\'s description, a borrowed parameter; seed 42). Queries: ' +
       'the project\'s labelled fixture queries, cycled. Offline model, default settings. Each size runs in its own process.',
     '',
@@ -252,16 +296,17 @@ function report(results: SizeResult[], command: string, seconds: number): string
     '"FastMCP BM25" and "LiteLLM overlap" are **reproductions** of those peers\' rankers (`src/eval/baselines.ts`), not their code; ' +
       'the ratio is how many times slower (>1×) or faster (<1×) the reference is than toolrouter hybrid on the same catalog and queries. ' +
       'Latencies are milliseconds; "in-process" is `SearchService.search` (query embedding included), "HTTP" is `POST /v1/tools/search` ' +
-      'over loopback keep-alive from a separate client process (`bench/load.ts`), one client; throughput uses 8 concurrent clients in that process for at most 5 s.',
+      'over loopback keep-alive from a separate client process (`bench/load.ts`), one client; throughput uses 8 concurrent clients in that process for at most 5 s. ' +
+      '"vector recall@10" is the share of an exact scan\'s top 10 that the vector index returns for the distinct bench queries (1 for the exact index).',
     '',
   );
-  lines.push('| tools | index | build cold | build warm | index bytes | RSS | hybrid p50 / p99 | bm25 p50 | vector p50 | query embed p50 | HTTP p50 / p99 | HTTP req/s (8 clients) |');
-  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  lines.push('| tools | index | build cold | build warm | index bytes | RSS | hybrid p50 / p99 | bm25 p50 | vector p50 | vector recall@10 | query embed p50 | HTTP p50 / p99 | HTTP req/s (8 clients) |');
+  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of results) {
     const h = r.inProcess.hybrid!;
     lines.push(
       `| ${int(r.size)} | ${r.indexKind} | ${ms(r.buildColdMs)} ms | ${ms(r.buildWarmMs)} ms | ${(mb(r.indexBytes)).toFixed(1)} MB | ${r.rssMb.toFixed(0)} MB | ` +
-        `${ms(h.p50)} / ${ms(h.p99)} | ${ms(r.inProcess.bm25!.p50)} | ${ms(r.inProcess.vector!.p50)} | ${ms(r.queryEmbed.p50)} | ` +
+        `${ms(h.p50)} / ${ms(h.p99)} | ${ms(r.inProcess.bm25!.p50)} | ${ms(r.inProcess.vector!.p50)} | ${r.vectorRecall.toFixed(3)} | ${ms(r.queryEmbed.p50)} | ` +
         (r.http ? `${ms(r.http.search.p50)} / ${ms(r.http.search.p99)} | ${int(r.http.throughput.rps)} |` : 'skipped | skipped |'),
     );
   }
@@ -354,6 +399,7 @@ async function main(): Promise<void> {
   const sizes = (arg('--sizes') ?? (quick ? '1000' : '1000,10000,100000')).split(',').map((s) => Number(s.replace(/_/g, '')));
   const passthrough = ['--queries', String(queries), '--http-max', String(httpMax)];
   const started = performance.now();
+  const loadAtStart = os.loadavg()[0]!;
   const results: SizeResult[] = [];
   for (const size of sizes) {
     process.stderr.write(`bench: ${size} tools…\n`);
@@ -362,7 +408,7 @@ async function main(): Promise<void> {
     results.push(result);
   }
   const command = ['npm run bench', ...(process.argv.slice(2).length ? ['--', ...process.argv.slice(2)] : [])].join(' ');
-  const section = report(results, command, (performance.now() - started) / 1000);
+  const section = report(results, command, (performance.now() - started) / 1000, [loadAtStart, os.loadavg()[0]!]);
   process.stdout.write(`${section}\n`);
   if (!process.argv.includes('--no-write') && !quick) writeBenchmarks(section);
   else process.stderr.write('bench: BENCHMARKS.md not written (--quick or --no-write)\n');

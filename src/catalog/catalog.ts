@@ -1,14 +1,13 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { canonicalText, embeddingText, searchableText, type SearchableText } from './text.js';
+import { canonicalText, searchableText, type SearchableText } from './text.js';
 import type { CatalogTool, Tool } from './types.js';
 import { SOURCE_NAME_PATTERN, validateTools } from './validate.js';
 
 /** A catalog tool with its derived text, computed once when the tool enters the catalog. */
 export interface CatalogEntry extends CatalogTool {
+  /** What search sees; the embedder's text is derived from it at index time (`embeddingText`), not kept here. */
   text: SearchableText;
-  /** What the embedder sees; its hash keys the embedding cache. */
-  embeddingText: string;
   /** SHA-256 of the canonical searchable text: the unit the catalog hash is made of. */
   textHash: string;
 }
@@ -155,7 +154,6 @@ export class Catalog extends EventEmitter<CatalogEvents> {
       source,
       ...(server === undefined ? {} : { server }),
       text,
-      embeddingText: embeddingText(text),
       textHash: sha256(canonicalText(tool.name, text)),
     };
   }

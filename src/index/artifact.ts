@@ -9,9 +9,11 @@ import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex 
 /**
  * The index artifact: one self-contained buffer a worker stores in Redis and every API instance loads, so instances
  * serve identical indexes without rebuilding them. Layout: magic, u32 header length, JSON header, then the sections
- * the header lists (BM25 index JSON, and either the vector matrix or the HNSW graph).
+ * the header lists (the BM25 index's binary form, and either the vector matrix or the HNSW graph).
  */
-const MAGIC = Buffer.from('TRIDX\u0001');
+const MAGIC = Buffer.from('TRIDX\u0002');
+/** Format 1 held the BM25 index as MiniSearch JSON; still readable so an upgrade serves the stored index. */
+const MAGIC_V1 = Buffer.from('TRIDX\u0001');
 
 interface ArtifactHeader {
   catalogHash: string;
@@ -25,7 +27,7 @@ interface ArtifactHeader {
 }
 
 export function serializeIndex(index: SearchIndex, hnsw: HnswSettings): Buffer {
-  const lexical = Buffer.from(JSON.stringify(index.lexical.toJSON()));
+  const lexical = index.lexical.serialize();
   const { names, vectors, dimensions } = vectorSection(index.vectors);
   const header: ArtifactHeader = {
     catalogHash: index.catalogHash,
@@ -44,14 +46,19 @@ export function serializeIndex(index: SearchIndex, hnsw: HnswSettings): Buffer {
 }
 
 export function deserializeIndex(buffer: Buffer, lexicalSettings: LexicalSettings): SearchIndex {
-  if (buffer.length < MAGIC.length + 4 || !buffer.subarray(0, MAGIC.length).equals(MAGIC)) {
+  const magic = buffer.subarray(0, MAGIC.length);
+  const v1 = magic.equals(MAGIC_V1);
+  if (buffer.length < MAGIC.length + 4 || !(v1 || magic.equals(MAGIC))) {
     throw new Error('not a toolrouter index artifact (or an incompatible version)');
   }
   const headerLength = buffer.readUInt32LE(MAGIC.length);
   let offset = MAGIC.length + 4;
   const header = JSON.parse(buffer.subarray(offset, offset + headerLength).toString('utf8')) as ArtifactHeader;
   offset += headerLength;
-  const lexical = LexicalIndex.fromJSON(buffer.subarray(offset, offset + header.sections.lexical).toString('utf8'), lexicalSettings);
+  const lexicalBytes = buffer.subarray(offset, offset + header.sections.lexical);
+  const lexical = v1
+    ? LexicalIndex.fromMiniSearchJSON(lexicalBytes.toString('utf8'), lexicalSettings)
+    : LexicalIndex.deserialize(lexicalBytes, lexicalSettings);
   offset += header.sections.lexical;
   const vectorBytes = buffer.subarray(offset, offset + header.sections.vectors);
   if (vectorBytes.length !== header.sections.vectors) throw new Error('index artifact is truncated');

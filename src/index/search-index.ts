@@ -1,4 +1,5 @@
 import { sha256, type CatalogSnapshot } from '../catalog/catalog.js';
+import { embeddingText } from '../catalog/text.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { EmbeddingCache } from './embedding-cache.js';
 import { DEFAULT_LEXICAL, LexicalIndex, type LexicalSettings } from './lexical.js';
@@ -36,7 +37,8 @@ export async function buildSearchIndex(
   const started = performance.now();
   const { entries } = snapshot;
   const names = entries.map((entry) => entry.tool.name);
-  const texts = entries.map((entry) => entry.embeddingText);
+  // Derived here rather than kept on every catalog entry: a second copy of each tool's text was ~60 MB of heap at 100k tools.
+  const texts = entries.map((entry) => embeddingText(entry.text));
   const { vectors, embedded } = await embedWithCache(texts, options.embedder, options.cache);
   const index: SearchIndex = {
     catalogHash: snapshot.catalogHash,

@@ -20,7 +20,14 @@ export interface HnswSettings {
   exactThreshold: number;
 }
 
-export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 200, efSearch: 64, exactThreshold: 2048 };
+/**
+ * Measured on the bench catalogs (real tool texts, offline model) against the exact scan: recall@10 at 100k tools is
+ * 0.87 with efConstruction 200 / efSearch 64, 0.94 with 100 / 256 and 0.98 with 100 / 512 (0.999 at 10k), where a
+ * search costs under 1 ms. Construction time is about proportional to efConstruction (100k: ~8.5 s at 100, 17–19 s
+ * at 200), and a wider search recovers more than a denser graph, so the index is built at 100 and searched at 512
+ * (`bench/hnsw-sweep.ts` measures the trade-off).
+ */
+export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 100, efSearch: 512, exactThreshold: 2048 };
 
 export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW): VectorIndex {
   return names.length <= settings.exactThreshold
