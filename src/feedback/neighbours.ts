@@ -1,4 +1,5 @@
 import type { ScoredName } from '../index/lexical.js';
+import { TopK } from '../index/top-k.js';
 import { DAY_MS, type FeedbackEvent, type FeedbackSettings } from './types.js';
 
 export type NeighbourSettings = Pick<
@@ -90,9 +91,8 @@ export class FeedbackNeighbours {
     const dims = this.dimensions;
     const matrix = this.matrix;
     const entries = this.entries;
-    // The best `neighbours` rows so far, by similarity, best first (insertion into a short sorted list).
-    const rows: number[] = [];
-    const sims: number[] = [];
+    // The best `neighbours` rows so far, by similarity, best first.
+    const best = new TopK(neighbours);
     for (let row = 0, base = 0; row < entries.length; row++, base += dims) {
       // Four accumulators let the multiply-adds overlap; this loop is the whole cost of the feedback signal.
       let a0 = 0;
@@ -111,16 +111,9 @@ export class FeedbackNeighbours {
       if (dot < minSimilarity) continue;
       const entry = entries[row]!;
       if ((scope !== undefined && entry.scope !== scope) || entry.time < cutoff) continue;
-      if (sims.length === neighbours && dot <= sims[neighbours - 1]!) continue;
-      let position = sims.length === neighbours ? neighbours - 1 : sims.length;
-      while (position > 0 && sims[position - 1]! < dot) position--;
-      sims.splice(position, 0, dot);
-      rows.splice(position, 0, row);
-      if (sims.length > neighbours) {
-        sims.pop();
-        rows.pop();
-      }
+      best.offer(row, dot);
     }
+    const { ids: rows, scores: sims } = best;
     const totals = new Map<string, number>();
     rows.forEach((row, i) => {
       const entry = this.entries[row]!;

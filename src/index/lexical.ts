@@ -1,6 +1,7 @@
 import { stemmer } from 'stemmer';
 import { eng as englishStopWords } from 'stopword';
 import { SEARCHABLE_FIELDS, tokenize, type SearchableField, type SearchableText } from '../catalog/text.js';
+import { TopK } from './top-k.js';
 
 /** Relative weight of each searchable field in BM25 scoring. */
 export type FieldWeights = Record<SearchableField, number>;
@@ -353,22 +354,12 @@ export class LexicalIndex {
    * common word matches ~15k documents, nearly all rejected by one comparison with the current cut-off.
    */
   private top(s: Scratch, touchedCount: number, limit: number): ScoredName[] {
-    const bestDocs: number[] = [];
-    const bestScores: number[] = [];
+    const best = new TopK(limit);
     for (let i = 0; i < touchedCount; i++) {
       const doc = s.touched[i]!;
-      const score = s.scores[doc]! * s.matched[doc]!;
-      if (bestScores.length === limit && !(score > bestScores[limit - 1]!)) continue;
-      let position = bestScores.length;
-      while (position > 0 && bestScores[position - 1]! < score) position--;
-      bestDocs.splice(position, 0, doc);
-      bestScores.splice(position, 0, score);
-      if (bestScores.length > limit) {
-        bestDocs.pop();
-        bestScores.pop();
-      }
+      best.offer(doc, s.scores[doc]! * s.matched[doc]!);
     }
-    return bestDocs.map((doc, i) => ({ name: this.data.names[doc]!, score: bestScores[i]! }));
+    return best.ids.map((doc, i) => ({ name: this.data.names[doc]!, score: best.scores[i]! }));
   }
 
   private lengthNorms(): Float64Array {

@@ -1,5 +1,6 @@
 import hnswlib from 'hnswlib-node';
 import type { ScoredName } from './lexical.js';
+import { TopK } from './top-k.js';
 
 /** Nearest neighbours by cosine similarity over L2-normalised vectors. */
 export interface VectorIndex {
@@ -107,16 +108,7 @@ export class HnswVectorIndex implements VectorIndex {
 
 /** Indices of the `limit` largest scores, best first; a partial selection, not a full sort. */
 function topK(scores: Float32Array, limit: number): number[] {
-  const count = Math.min(limit, scores.length);
-  const best: number[] = [];
-  if (count <= 0) return best;
-  for (let i = 0; i < scores.length; i++) {
-    const score = scores[i]!;
-    if (best.length === count && score <= scores[best[count - 1]!]!) continue;
-    let position = best.length === count ? count - 1 : best.length;
-    while (position > 0 && scores[best[position - 1]!]! < score) position--;
-    best.splice(position, 0, i);
-    if (best.length > count) best.pop();
-  }
-  return best;
+  const best = new TopK(Math.min(limit, scores.length));
+  for (let i = 0; i < scores.length; i++) best.offer(i, scores[i]!);
+  return best.ids;
 }
