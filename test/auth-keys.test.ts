@@ -7,6 +7,7 @@ import { createToolrouter, listen } from '../src/server.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from './helpers/keys.js';
 import { stdioFixtureServer, textOf, waitFor } from './helpers/mcp.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
+import { syntheticTools } from './helpers/synthetic.js';
 
 /** A static source no test key may see: its names and words must never come back to them. */
 const internalTools = [
@@ -34,7 +35,8 @@ describe('API keys and what each key sees', () => {
   before(async () => {
     api = await startRouter({
       adminKey: ADMIN_KEY,
-      catalog: { sources: { demo: fixtureTools(), internal: internalTools } },
+      // `bulk` makes the catalog larger than a search's candidate list, as real multi-tenant catalogs are.
+      catalog: { sources: { demo: fixtureTools(), internal: internalTools, bulk: syntheticTools(300, 'bulk') } },
       mcp: { search: true, servers: { files: stdioFixtureServer(), vault: stdioFixtureServer() } },
     });
     await waitFor('both upstreams connected', () => api.router.mcp.upstreams.status().every((server) => server.state === 'connected'), 20_000);
@@ -140,6 +142,12 @@ describe('API keys and what each key sees', () => {
 
     const narrow = await call(api.url, 'POST', '/v1/tools/search', { key: echoKey.key, body: { query: 'add two numbers', top_k: 50 } });
     assert.deepEqual(narrow.body.results.map((result: { name: string }) => result.name).filter((name: string) => name !== 'files__echo'), []);
+    // A key that sees one tool still gets it for a query that everyone else's tools match better: the key's search
+    // ranks what it may see, it does not filter what is left of everyone's top candidates.
+    for (const mode of ['hybrid', 'vector']) {
+      const unrelated = await call(api.url, 'POST', '/v1/tools/search', { key: echoKey.key, body: { query: 'send an email to the team about the quarterly report', mode } });
+      assert.deepEqual(unrelated.body.results.map((result: { name: string }) => result.name), ['files__echo'], mode);
+    }
   });
 
   test('the catalog listing and server status show only the key\'s part', async () => {

@@ -283,8 +283,11 @@ export class LexicalIndex {
     return this.data.names.length;
   }
 
-  /** Best matches first; raw BM25 scores (unbounded, comparable only within one query). */
-  search(query: string, limit: number): ScoredName[] {
+  /**
+   * Best matches first; raw BM25 scores (unbounded, comparable only within one query). `accept`, when given, ranks
+   * only the names it accepts (scores are unchanged: idf and lengths stay those of the whole catalog).
+   */
+  search(query: string, limit: number, accept?: (name: string) => boolean): ScoredName[] {
     if (limit <= 0) return [];
     const words: string[] = [];
     for (const word of tokenize(query)) {
@@ -345,7 +348,7 @@ export class LexicalIndex {
         }
       }
     }
-    return this.top(s, touchedCount, limit);
+    return this.top(s, touchedCount, limit, accept);
   }
 
   /**
@@ -353,11 +356,14 @@ export class LexicalIndex {
    * first comes first (MiniSearch's stable sort over its result map). A partial insertion selection: at 100k tools a
    * common word matches ~15k documents, nearly all rejected by one comparison with the current cut-off.
    */
-  private top(s: Scratch, touchedCount: number, limit: number): ScoredName[] {
+  private top(s: Scratch, touchedCount: number, limit: number, accept: ((name: string) => boolean) | undefined): ScoredName[] {
     const best = new TopK(limit);
+    const { names } = this.data;
     for (let i = 0; i < touchedCount; i++) {
       const doc = s.touched[i]!;
-      best.offer(doc, s.scores[doc]! * s.matched[doc]!);
+      const score = s.scores[doc]! * s.matched[doc]!;
+      // The filter runs only for documents that would enter the top list: a few dozen, not every match.
+      if (best.admits(score) && (!accept || accept(names[doc]!))) best.offer(doc, score);
     }
     return best.ids.map((doc, i) => ({ name: this.data.names[doc]!, score: best.scores[i]! }));
   }

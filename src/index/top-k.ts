@@ -9,9 +9,15 @@ export class TopK {
 
   constructor(private readonly limit: number) {}
 
+  /** Whether an offer of `score` would enter now: lets a caller skip costlier checks for the many that would not. */
+  admits(score: number): boolean {
+    const { scores, limit } = this;
+    return limit > 0 && (scores.length < limit || score > scores[limit - 1]!);
+  }
+
   offer(id: number, score: number): void {
     const { ids, scores, limit } = this;
-    if (limit <= 0 || (scores.length === limit && !(score > scores[limit - 1]!))) return;
+    if (!this.admits(score)) return;
     let position = scores.length;
     while (position > 0 && scores[position - 1]! < score) position--;
     ids.splice(position, 0, id);

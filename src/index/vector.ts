@@ -7,8 +7,8 @@ export interface VectorIndex {
   readonly size: number;
   /** 'exact' scans every vector; 'hnsw' walks a graph whose bytes travel with the index artifact. */
   readonly kind: 'exact' | 'hnsw';
-  /** Best matches first; `score` is the cosine similarity. */
-  search(query: Float32Array, limit: number): ScoredName[];
+  /** Best matches first; `score` is the cosine similarity. `accept`, when given, ranks only the names it accepts. */
+  search(query: Float32Array, limit: number, accept?: (name: string) => boolean): ScoredName[];
 }
 
 export interface HnswSettings {
@@ -60,7 +60,7 @@ export class ExactVectorIndex implements VectorIndex {
     return this.names.length;
   }
 
-  search(query: Float32Array, limit: number): ScoredName[] {
+  search(query: Float32Array, limit: number, accept?: (name: string) => boolean): ScoredName[] {
     const { dimensions, matrix } = this;
     const scores = new Float32Array(this.names.length);
     for (let row = 0; row < this.names.length; row++) {
@@ -69,7 +69,11 @@ export class ExactVectorIndex implements VectorIndex {
       for (let d = 0; d < dimensions; d++) dot += matrix[offset + d]! * query[d]!;
       scores[row] = dot;
     }
-    return topK(scores, limit).map((row) => ({ name: this.names[row]!, score: scores[row]! }));
+    const best = new TopK(Math.min(limit, scores.length));
+    for (let row = 0; row < scores.length; row++) {
+      if (best.admits(scores[row]!) && (!accept || accept(this.names[row]!))) best.offer(row, scores[row]!);
+    }
+    return best.ids.map((row) => ({ name: this.names[row]!, score: scores[row]! }));
   }
 }
 
@@ -96,19 +100,15 @@ export class HnswVectorIndex implements VectorIndex {
     return this.names.length;
   }
 
-  search(query: Float32Array, limit: number): ScoredName[] {
+  search(query: Float32Array, limit: number, accept?: (name: string) => boolean): ScoredName[] {
     const count = Math.min(limit, this.names.length);
     if (count === 0) return [];
     this.index.setEf(Math.max(this.efSearch, count));
-    const { neighbors, distances } = this.index.searchKnn(Array.from(query), count);
+    // hnswlib applies the filter during the graph walk, so a caller seeing a small part of the catalog still gets its
+    // nearest tools, not what is left of everyone's.
+    const filter = accept ? (label: number) => accept(this.names[label]!) : undefined;
+    const { neighbors, distances } = this.index.searchKnn(Array.from(query), count, filter);
     // hnswlib's cosine space reports distance = 1 - cosine.
     return neighbors.map((label, i) => ({ name: this.names[label]!, score: 1 - distances[i]! }));
   }
-}
-
-/** Indices of the `limit` largest scores, best first; a partial selection, not a full sort. */
-function topK(scores: Float32Array, limit: number): number[] {
-  const best = new TopK(Math.min(limit, scores.length));
-  for (let i = 0; i < scores.length; i++) best.offer(i, scores[i]!);
-  return best.ids;
 }

@@ -143,29 +143,41 @@ export class SearchService {
       return { results: this.regex(query, topK, visible), index: indexInfo };
     }
     if (!live) throw new IndexNotReadyError('the search index is still being built; retry shortly or check /v1/index/status');
-    const ranked = await this.rank(live, query, mode, request);
+    // A caller who sees only part of the catalog (an API key) gets the best of what it may see, not what is left of
+    // everyone's best: the filter goes into the index searches. Pinned tools are left out the same way.
+    const accept = (name: string) => {
+      if (this.pinned.has(name)) return false;
+      const entry = this.catalog.get(name);
+      return entry !== undefined && visible(entry);
+    };
+    const ranked = await this.rank(live, query, mode, request, request.visible || this.pinned.size > 0 ? accept : undefined);
     const results: SearchHit[] = [];
     for (const candidate of ranked) {
       if (results.length >= topK) break;
-      const entry = this.catalog.get(candidate.name);
-      if (!entry || this.pinned.has(candidate.name) || !visible(entry)) continue;
-      results.push({ tool: entry.tool, score: candidate.score, scores: candidate.scores });
+      // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
+      if (!accept(candidate.name)) continue;
+      results.push({ tool: this.catalog.get(candidate.name)!.tool, score: candidate.score, scores: candidate.scores });
     }
     return { results, index: indexInfo };
   }
 
-  private async rank(live: SearchIndex, query: string, mode: SearchMode, request: SearchRequest): Promise<FusedResult[]> {
-    // Hidden and pinned tools are filtered after ranking, so ask for enough candidates to fill top_k regardless.
-    const limit = this.settings.candidates + this.pinned.size;
+  private async rank(
+    live: SearchIndex,
+    query: string,
+    mode: SearchMode,
+    request: SearchRequest,
+    accept: ((name: string) => boolean) | undefined,
+  ): Promise<FusedResult[]> {
+    const limit = this.settings.candidates;
     const weights = { ...this.settings.weights, ...request.weights };
     const useLexical = mode === 'bm25' || (mode === 'hybrid' && weights.bm25 > 0);
     const useVector = mode === 'vector' || (mode === 'hybrid' && weights.vector > 0);
     const feedbackWeight = weights.feedback ?? this.feedback?.weight ?? 0;
     const useFeedback = mode === 'hybrid' && this.feedback !== undefined && feedbackWeight > 0;
-    const lexical = useLexical ? live.lexical.search(query, limit) : [];
+    const lexical = useLexical ? live.lexical.search(query, limit, accept) : [];
     // One embedding serves both the vector index and the feedback's recorded queries.
     const vector = useVector || useFeedback ? await this.embedQuery(live, query, useVector) : undefined;
-    const semantic = useVector && vector ? live.vectors.search(vector, limit) : [];
+    const semantic = useVector && vector ? live.vectors.search(vector, limit, accept) : [];
     if (mode === 'bm25') return lexical.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
     if (mode === 'vector') return semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } }));
     const feedback = useFeedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [];
