@@ -159,6 +159,12 @@ describe('API keys and what each key sees', () => {
     assert.deepEqual([...catalog.body.sources].sort(), ['demo', 'files']);
     const servers = await call(api.url, 'GET', '/v1/mcp/servers', { key: filesKey.key });
     assert.deepEqual(servers.body.servers.map((server: { name: string }) => server.name), ['files']);
+    assert.equal(servers.body.servers[0].state, 'connected');
+    assert.equal(servers.body.servers[0].lastError, undefined, 'operator details stay with the admin');
+    const echoOnly = await call(api.url, 'GET', '/v1/mcp/servers', { key: echoKey.key });
+    assert.deepEqual(echoOnly.body.servers.map((server: { name: string; tools: number }) => [server.name, server.tools]), [['files', 1], ['vault', 0]]);
+    const admin = await call(api.url, 'GET', '/v1/mcp/servers', { key: ADMIN_KEY });
+    assert.ok(admin.body.servers.every((server: { clashes?: unknown }) => Array.isArray(server.clashes)));
   });
 
   test('the chat rewriter\'s catalog mode adds only tools the key may see, even when tool_choice names another', async () => {

@@ -24,7 +24,15 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
   // Upstream server health: state, tool count, last error (with the server's last stderr lines), clashes.
   router.get('/v1/mcp/servers', (_req, res) => {
     const access = accessOf(res);
-    res.json({ servers: upstreams.status().filter((server) => access.canSeeServer(server.name)) });
+    const servers = upstreams.status().filter((server) => access.canSeeServer(server.name));
+    if (access.isAdmin) return res.json({ servers });
+    // A key gets the health of its servers, counted in its own tools. Errors (with the server's stderr), clashes and
+    // skipped or mistransformed tools are operator details that may name tools or secrets the key must not see.
+    const visible = new Map<string, number>();
+    for (const entry of gateway.callableEntries(access)) visible.set(entry.source, (visible.get(entry.source) ?? 0) + 1);
+    res.json({
+      servers: servers.map(({ name, transport, state, connectedAt, failures }) => ({ name, transport, state, tools: visible.get(name) ?? 0, connectedAt, failures })),
+    });
   });
 
   router.get('/mcp-rest/tools/list', (req, res) => {
