@@ -73,6 +73,7 @@ describe('API keys and what each key sees', () => {
       ['GET', '/key/list', undefined],
       ['GET', `/key/info?key=${filesKey.key_id}`, undefined],
       ['POST', '/key/delete', { keys: [echoKey.key_id] }],
+      ['POST', '/key/update', { key: echoKey.key_id, allowed_servers: null }],
       ['PUT', '/v1/catalog/sources/extra', { tools: [] }],
       ['DELETE', '/v1/catalog/sources/demo', undefined],
       ['POST', '/v1/index/rebuild', undefined],
@@ -255,6 +256,38 @@ describe('API keys and what each key sees', () => {
       await hijack.body?.cancel();
     }
     await expectMcpError(client.callTool({ name: 'call_tool', arguments: { name: 'files__add', arguments: { a: 1, b: 2 } } }), -32003, /allowed tools: files__echo/);
+  });
+
+  test('an updated key applies at once, also inside an MCP session it already opened', async () => {
+    const changing = await generateKey(api.url, { allowed_servers: ['files', 'vault'] });
+    const client = await mcpClientWithKey(api.url, changing.key);
+    clients.push(client);
+    assert.equal(textOf(await client.callTool({ name: 'vault__echo', arguments: { text: 'before' } })), 'before');
+
+    const narrowed = await call(api.url, 'POST', '/key/update', { key: ADMIN_KEY, body: { key: changing.key_id, allowed_servers: ['files'], key_alias: 'narrowed' } });
+    assert.equal(narrowed.status, 200);
+    assert.deepEqual(narrowed.body.info.allowed_servers, ['files']);
+    assert.equal(narrowed.body.info.key_alias, 'narrowed');
+    await expectMcpError(client.callTool({ name: 'vault__echo', arguments: { text: 'after' } }), -32003, /allowed servers: files/);
+    assert.equal(textOf(await client.callTool({ name: 'files__echo', arguments: { text: 'still' } })), 'still');
+
+    // null lifts a restriction; fields left out are kept.
+    const widened = await call(api.url, 'POST', '/key/update', { key: ADMIN_KEY, body: { key: changing.key, allowed_servers: null } });
+    assert.equal(widened.body.info.allowed_servers, null);
+    assert.equal(widened.body.info.key_alias, 'narrowed');
+    assert.equal(textOf(await client.callTool({ name: 'vault__echo', arguments: { text: 'again' } })), 'again');
+
+    for (const [body, status, pattern] of [
+      [{ key: 'key_doesnotexist', rpm_limit: 5 }, 404, /key_doesnotexist/],
+      [{ allowed_servers: ['files'] }, 400, /key/],
+      [{ key: changing.key_id, allowed_tools: 'files__echo' }, 400, /allowed_tools/],
+      [{ key: changing.key_id, expires: '2001-01-01T00:00:00Z' }, 400, /future/],
+    ] as const) {
+      const reply = await call(api.url, 'POST', '/key/update', { key: ADMIN_KEY, body });
+      assert.equal(reply.status, status, JSON.stringify(body));
+      assert.match(reply.body.error.message, pattern);
+    }
+    assert.equal((await call(api.url, 'POST', '/key/update', { key: changing.key, body: { key: changing.key_id, allowed_servers: null } })).status, 403, 'admin only');
   });
 
   test('a deleted key stops working at once; deleting an unknown key changes nothing', async () => {

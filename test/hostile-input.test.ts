@@ -64,6 +64,7 @@ const endpoints: { method: string; route: string; admin?: boolean }[] = [
   { method: 'PUT', route: '/v1/catalog/sources/fuzz', admin: true },
   { method: 'POST', route: '/key/generate', admin: true },
   { method: 'POST', route: '/key/delete', admin: true },
+  { method: 'POST', route: '/key/update', admin: true },
   { method: 'POST', route: '/v1/eval', admin: true },
   { method: 'PUT', route: '/v1/search/settings', admin: true },
 ];

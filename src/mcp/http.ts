@@ -28,6 +28,8 @@ interface Session {
   transport: StreamableHTTPServerTransport;
   /** Who opened the session; every later request on it must come from the same caller. */
   owner: string;
+  /** That caller's access as of its latest request (a key's permissions may be updated while the session lives). */
+  caller: { access: Access };
   /** Requests and SSE streams in flight; a session with an open stream is not idle. */
   open: number;
   lastActive: number;
@@ -62,6 +64,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     const session = sessionId === undefined ? undefined : sessions.get(sessionId);
     if (session) {
       if (!ownedBy(session, access)) return notOwner(res);
+      session.caller.access = access;
       track(session, res);
       await session.transport.handleRequest(req, res, req.body);
       return;
@@ -73,12 +76,13 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
 
     // The session is bound to the key that opened it: its tools/list, searches and calls all see what that key may see.
-    const server = createMcpServer(gateway, log, access);
+    const caller = { access };
+    const server = createMcpServer(gateway, log, () => caller.access);
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       // Registered only once initialize succeeded, so half-open sessions never enter the map.
       onsessioninitialized: (id) => {
-        const created: Session = { transport, owner: ownerOf(access), open: 0, lastActive: Date.now() };
+        const created: Session = { transport, owner: ownerOf(access), caller, open: 0, lastActive: Date.now() };
         sessions.set(id, created);
         track(created, res);
         log.debug({ session: id }, 'mcp session opened');
@@ -99,7 +103,9 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (sessionId === undefined) return jsonRpcError(res, 400, -32000, 'Bad Request: missing Mcp-Session-Id header');
     const session = sessions.get(sessionId);
     if (!session) return jsonRpcError(res, 404, -32001, 'Session not found; start a new session with initialize');
-    if (!ownedBy(session, accessOf(res))) return notOwner(res);
+    const access = accessOf(res);
+    if (!ownedBy(session, access)) return notOwner(res);
+    session.caller.access = access;
     track(session, res);
     await session.transport.handleRequest(req, res);
   };

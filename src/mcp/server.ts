@@ -44,17 +44,19 @@ const CAPABILITIES = { tools: { listChanged: true, filtering: true } } as Server
  */
 export const ACCESS_DENIED = -32003;
 
-export function createMcpServer(gateway: McpGateway, log: Logger, access: Access = Access.open): Server {
-  const server = new Server(IMPLEMENTATION, { capabilities: CAPABILITIES, instructions: instructions(gateway, access) });
+export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access | (() => Access) = Access.open): Server {
+  // A function when the caller's key may change under a live session (/key/update): each request sees it as it is now.
+  const accessNow = typeof caller === 'function' ? caller : () => caller;
+  const server = new Server(IMPLEMENTATION, { capabilities: CAPABILITIES, instructions: instructions(gateway, accessNow()) });
   const { searchToolName, callToolName } = gateway.settings;
-  const feedback = new McpSessionFeedback(gateway.feedback, () => access.scope, log);
+  const feedback = new McpSessionFeedback(gateway.feedback, () => accessNow().scope, log);
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
     const { cursor, query } = request.params ?? {};
     if (cursor !== undefined && typeof cursor !== 'string') throw new McpError(ErrorCode.InvalidParams, 'cursor must be a string');
     if (query !== undefined && typeof query !== 'string') throw new McpError(ErrorCode.InvalidParams, 'query must be a string');
     try {
-      return feedback.listed(query, await gateway.listTools({ cursor, query }, access));
+      return feedback.listed(query, await gateway.listTools({ cursor, query }, accessNow()));
     } catch (error) {
       throw toMcpError(error);
     }
@@ -62,6 +64,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, access: Access
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
+    const access = accessNow();
     feedback.called(gateway.isVirtual(name, access) && name === callToolName ? args?.name : name);
     if (gateway.isVirtual(name, access) && name === searchToolName) return feedback.found(args, await searchTools(gateway, args, access));
     if (gateway.isVirtual(name, access) && name === callToolName) return callThrough(gateway, args, extra.signal, access);
@@ -76,9 +79,9 @@ export function createMcpServer(gateway: McpGateway, log: Logger, access: Access
 
   // Tell this client when its own tool list changed (a key's list can change while others' do not, and the other way
   // round). Removed when the connection closes.
-  let listSignature = gateway.listSignature(access);
+  let listSignature = gateway.listSignature(accessNow());
   const onListChanged = () => {
-    const signature = gateway.listSignature(access);
+    const signature = gateway.listSignature(accessNow());
     if (signature === listSignature) return;
     listSignature = signature;
     if (server.transport) server.sendToolListChanged().catch((error: unknown) => log.debug({ err: error }, 'list_changed not delivered'));

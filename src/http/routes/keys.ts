@@ -8,26 +8,35 @@ import { badRequest, HttpError, parseBody } from '../errors.js';
 
 const names = (what: string) => z.array(z.string().min(1).max(256), { error: `must be a list of ${what}` }).max(10_000);
 
-const generateBody = z
+/** What a key may carry, as generate and update accept it. */
+const keyFields = {
+  key_alias: z.string().min(1).max(256).optional(),
+  allowed_servers: names('server names').optional(),
+  allowed_tools: names('tool names').optional(),
+  tool_search_enabled: z.boolean({ error: 'must be true or false' }).optional(),
+  rpm_limit: z.number().int('must be an integer').min(1).max(1_000_000).nullable().optional(),
+  /** LiteLLM's form: "30s", "15m", "12h", "30d"; null: never expires. */
+  duration: z.string().nullable().optional(),
+  /** Or an absolute time. */
+  expires: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time' }).nullable().optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+};
+const generateBody = z.object(keyFields).strict();
+/** Update names the key and gives only what changes; null lifts a restriction (all servers, all tools, no limit, no expiry). */
+const updateBody = z
   .object({
-    key_alias: z.string().min(1).max(256).optional(),
-    allowed_servers: names('server names').optional(),
-    allowed_tools: names('tool names').optional(),
-    tool_search_enabled: z.boolean({ error: 'must be true or false' }).optional(),
-    rpm_limit: z.number().int('must be an integer').min(1).max(1_000_000).nullable().optional(),
-    /** LiteLLM's form: "30s", "15m", "12h", "30d". */
-    duration: z.string().nullable().optional(),
-    /** Or an absolute time. */
-    expires: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time' }).nullable().optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
+    ...keyFields,
+    key: z.string({ error: 'is required: a key or its key_id' }).min(1),
+    allowed_servers: names('server names').nullable().optional(),
+    allowed_tools: names('tool names').nullable().optional(),
   })
   .strict();
 
 const deleteBody = z.object({ keys: z.array(z.string().min(1), { error: 'must be a list of keys or key ids' }).min(1).max(1_000) }).strict();
 
 /**
- * LiteLLM-style key management, admin only: `POST /key/generate`, `GET /key/info?key=`, `POST /key/delete`,
- * `GET /key/list`. The secret is returned once, by generate; afterwards keys are named by their `key_id` (or the secret).
+ * LiteLLM-style key management, admin only: `POST /key/generate`, `GET /key/info?key=`, `POST /key/update`,
+ * `POST /key/delete`, `GET /key/list`. The secret is returned once, by generate; afterwards keys are named by their `key_id` (or the secret).
  */
 export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: Config['keys']['defaults'] }): Router {
   const router = Router();
@@ -35,28 +44,17 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: Conf
 
   router.post('/key/generate', async (req, res) => {
     const body = parseBody(generateBody, req.body);
-    if (body.duration && body.expires) throw badRequest('give duration or expires, not both');
-    const duration = body.duration === undefined ? defaults.duration : (body.duration ?? undefined);
-    let expiresAt = body.expires ? Date.parse(body.expires) : undefined;
-    if (duration !== undefined && body.expires === undefined) {
-      const ms = parseDuration(duration);
-      if (ms === undefined) throw badRequest(`duration: "${duration}" is not a duration like 30s, 15m, 12h or 30d`);
-      expiresAt = Date.now() + ms;
-    }
-    if (expiresAt !== undefined && expiresAt <= Date.now()) throw badRequest('expires: must be in the future');
+    const expiresAt = expiry(body.duration === undefined && body.expires === undefined ? { duration: defaults.duration } : body);
     const secret = generateSecret();
-    const allowedServers = body.allowed_servers ?? defaults.allowed_servers;
-    const allowedTools = body.allowed_tools ?? defaults.allowed_tools;
-    const rpmLimit = body.rpm_limit === undefined ? defaults.rpm_limit : (body.rpm_limit ?? undefined);
     const record: KeyRecord = {
       keyId: generateKeyId(),
       secretHash: hashSecret(secret),
       ...(body.key_alias === undefined ? {} : { alias: body.key_alias }),
-      ...(allowedServers === undefined ? {} : { allowedServers: [...new Set(allowedServers)] }),
-      ...(allowedTools === undefined ? {} : { allowedTools: [...new Set(allowedTools)] }),
+      ...optional('allowedServers', body.allowed_servers ?? defaults.allowed_servers, unique),
+      ...optional('allowedTools', body.allowed_tools ?? defaults.allowed_tools, unique),
       toolSearchEnabled: body.tool_search_enabled ?? defaults.tool_search_enabled,
-      ...(rpmLimit === undefined ? {} : { rpmLimit }),
-      ...(expiresAt === undefined ? {} : { expiresAt }),
+      ...optional('rpmLimit', body.rpm_limit === undefined ? defaults.rpm_limit : body.rpm_limit, (limit) => limit),
+      ...optional('expiresAt', expiresAt, (time) => time),
       createdAt: Date.now(),
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
     };
@@ -75,6 +73,27 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: Conf
     res.json({ keys: (await store.list()).map(publicKeyInfo) });
   });
 
+  router.post('/key/update', async (req, res) => {
+    const body = parseBody(updateBody, req.body);
+    const [record] = await find(store, [body.key]);
+    const expiresAt = expiry(body);
+    const { allowedServers, allowedTools, rpmLimit, ...rest } = record!;
+    const updated: KeyRecord = {
+      ...rest,
+      ...(body.key_alias === undefined ? {} : { alias: body.key_alias }),
+      ...optional('allowedServers', body.allowed_servers === undefined ? allowedServers : body.allowed_servers, unique),
+      ...optional('allowedTools', body.allowed_tools === undefined ? allowedTools : body.allowed_tools, unique),
+      ...optional('rpmLimit', body.rpm_limit === undefined ? rpmLimit : body.rpm_limit, (limit) => limit),
+      ...(body.tool_search_enabled === undefined ? {} : { toolSearchEnabled: body.tool_search_enabled }),
+      ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
+    };
+    // undefined: keep the expiry; null: never expires.
+    if (expiresAt === null) delete updated.expiresAt;
+    else if (expiresAt !== undefined) updated.expiresAt = expiresAt;
+    await store.add(updated);
+    res.json({ key: updated.keyId, info: publicKeyInfo(updated) });
+  });
+
   router.post('/key/delete', async (req, res) => {
     const { keys } = parseBody(deleteBody, req.body);
     // All named keys must exist, or nothing is deleted: a typo must not leave a half-done revocation unnoticed.
@@ -84,6 +103,31 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: Conf
   });
 
   return router;
+}
+
+/**
+ * When a key expires, from `duration` or `expires`: a time, null for never, undefined when neither was given. A
+ * duration counts from now.
+ */
+function expiry(body: { duration?: string | null | undefined; expires?: string | null | undefined }): number | null | undefined {
+  if (body.duration && body.expires) throw badRequest('give duration or expires, not both');
+  if (body.duration === null || body.expires === null) return null;
+  let expiresAt: number | undefined;
+  if (body.expires) expiresAt = Date.parse(body.expires);
+  if (body.duration) {
+    const ms = parseDuration(body.duration);
+    if (ms === undefined) throw badRequest(`duration: "${body.duration}" is not a duration like 30s, 15m, 12h or 30d`);
+    expiresAt = Date.now() + ms;
+  }
+  if (expiresAt !== undefined && expiresAt <= Date.now()) throw badRequest('expires: must be in the future');
+  return expiresAt;
+}
+
+const unique = (list: string[]) => [...new Set(list)];
+
+/** `{[field]: convert(value)}`, or nothing when the value is null or undefined (the record leaves the field out). */
+function optional<K extends string, T, R>(field: K, value: T | null | undefined, convert: (value: T) => R): { [P in K]?: R } {
+  return value === null || value === undefined ? {} : ({ [field]: convert(value) } as { [P in K]?: R });
 }
 
 /** Resolves keys named by secret or key_id; a 404 names every one that does not exist. */
