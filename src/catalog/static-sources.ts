@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { withRedis, type RedisKeys } from '../redis.js';
+import { subscribe, withRedis, type RedisKeys } from '../redis.js';
 import type { Catalog, CatalogSnapshot } from './catalog.js';
 
 /**
@@ -49,7 +49,7 @@ export class RedisStaticSources implements StaticSources {
       const event = JSON.parse(message) as { source: string; origin: string };
       if (event.origin !== this.origin) void this.reload(event.source);
     });
-    await this.subscriber.subscribe(this.keys.staticSourcesChannel);
+    await subscribe(this.subscriber, this.keys.staticSourcesChannel, this.log);
     const stored = await this.redis.hgetall(this.keys.staticSources);
     for (const [source, tools] of Object.entries(stored)) this.apply(source, tools);
   }

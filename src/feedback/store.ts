@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { withRedis, type RedisKeys } from '../redis.js';
+import { subscribe, withRedis, type RedisKeys } from '../redis.js';
 import { DAY_MS, type FeedbackEvent } from './types.js';
 
 /** What a store keeps: the newest `maxEvents` events, none older than `maxAgeDays`. */
@@ -131,7 +131,7 @@ export class RedisFeedbackStore implements FeedbackStore {
         this.log.warn({ err: error }, 'ignoring a malformed feedback event announcement');
       }
     });
-    await this.subscriber.subscribe(channel);
+    await subscribe(this.subscriber, channel, this.log);
     const cutoff = this.now() - this.retention.maxAgeDays * DAY_MS;
     const stored = await this.redis.zrangebyscore(this.keys.feedbackEvents, cutoff, '+inf');
     const events: FeedbackEvent[] = [];

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { connectRedis, RedisKeys, withRedis } from '../redis.js';
+import { connectRedis, RedisKeys, subscribe, withRedis } from '../redis.js';
 import type { FusionMethod, FusionWeights } from './fusion.js';
 import type { SearchService } from './search.js';
 
@@ -142,7 +142,7 @@ class RedisSearchDefaults extends LocalSearchDefaults {
       this.sync().catch((error: unknown) => this.log.warn({ err: error }, 'could not read the search settings from Redis'));
     });
     // Subscribed before reading, so a change made in between is not missed; the version check orders the two.
-    await this.subscriber.subscribe(this.keys.searchSettingsChannel);
+    await subscribe(this.subscriber, this.keys.searchSettingsChannel, this.log);
     await this.sync();
   }
 

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogSnapshot } from '../../catalog/catalog.js';
 import { encodeSnapshot } from '../../catalog/snapshot-codec.js';
-import type { RedisKeys } from '../../redis.js';
+import { subscribe, type RedisKeys } from '../../redis.js';
 import { deserializeIndex } from '../artifact.js';
 import type { LexicalSettings } from '../lexical.js';
 import type { IndexManager, IndexPipeline } from '../manager.js';
@@ -55,7 +55,7 @@ export class RedisIndexPipeline implements IndexPipeline {
         log.error({ err: error }, 'could not apply index event'),
       );
     });
-    await subscriber.subscribe(keys.indexChannel(model));
+    await subscribe(subscriber, keys.indexChannel(model), log);
     const pointer = await this.store.pointer();
     if (pointer) await this.load(pointer.hash, pointer.version);
   }
