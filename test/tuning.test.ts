@@ -156,6 +156,33 @@ describe('tuning API: POST /v1/eval and /v1/search/settings', () => {
       assert.deepEqual(await search({}), configured);
     });
 
+    it('applied defaults also rank the tools of chat requests (request mode)', async () => {
+      const query = 'post a message to the team chat';
+      const rewrite = async () => {
+        const response = await api.post('/v1/tools/rewrite', {
+          model: 'gpt-test',
+          messages: [{ role: 'user', content: query }],
+          tools: fixtureTools().map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.inputSchema } })),
+        });
+        assert.equal(response.status, 200, JSON.stringify(response.body));
+        return (response.body.decision.kept as { name: string; reason: string }[]).filter((kept) => kept.reason === 'ranked').map((kept) => kept.name);
+      };
+      const lexicalMatches = new Set(
+        ((await api.post('/v1/tools/search', { query, mode: 'bm25', top_k: 50 })).body.results as { name: string }[]).map((result) => result.name),
+      );
+      const byDefault = await rewrite();
+      assert.ok(byDefault.some((name) => !lexicalMatches.has(name)), 'the default ranking keeps a tool found by meaning alone');
+
+      await api.request('PUT', '/v1/search/settings', { weights: { bm25: 1, vector: 0 } });
+      try {
+        const bm25Only = await rewrite();
+        assert.ok(bm25Only.length > 0);
+        assert.deepEqual(bm25Only.filter((name) => !lexicalMatches.has(name)), [], 'with the vector weight at 0 only word matches rank');
+      } finally {
+        await api.request('DELETE', '/v1/search/settings');
+      }
+    });
+
     it('400s on bad settings and changes nothing', async () => {
       const before = (await api.request('GET', '/v1/search/settings')).body;
       const cases: [unknown, RegExp][] = [

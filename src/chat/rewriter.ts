@@ -2,7 +2,7 @@ import { Access } from '../auth/access.js';
 import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../search/activation.js';
-import { SearchService, type SearchMode, type SearchSettings } from '../search/search.js';
+import { SearchService, type SearchMode } from '../search/search.js';
 import { toolTokens, totalTokens } from '../search/tokens.js';
 import { conversationQuery } from './query.js';
 import {
@@ -59,12 +59,14 @@ export interface Rewrite {
 }
 
 export interface ToolRewriterDeps {
-  /** The router's catalog and search, for catalog mode. */
+  /**
+   * The router's catalog and search: catalog mode searches it, and its current defaults (weights and fusion as the
+   * console may have applied them) rank request tools too.
+   */
   catalog: Catalog;
   search: SearchService;
   embedder: Embedder;
   cache: ToolIndexCache;
-  settings: SearchSettings;
   /** When a tool list is big enough to trim at all (search.activation). */
   activation: ActivationThresholds;
   maxQueryLength: number;
@@ -84,7 +86,7 @@ export class ToolRewriter {
 
   constructor(private readonly deps: ToolRewriterDeps) {
     // Regex mode reads the query as a pattern; a conversation is prose.
-    this.mode = deps.settings.mode === 'regex' ? 'hybrid' : deps.settings.mode;
+    this.mode = deps.search.settings.mode === 'regex' ? 'hybrid' : deps.search.settings.mode;
     this.activation = new ActivationPolicy('auto', deps.activation);
   }
 
@@ -95,7 +97,8 @@ export class ToolRewriter {
 
   private async fromRequest(request: ToolRequest, k: number, scope: string | undefined): Promise<Rewrite> {
     const { tools } = request;
-    const required = requiredTools(request, this.deps.settings.pinned);
+    const settings = this.deps.search.settings;
+    const required = requiredTools(request, settings.pinned);
     const functions = tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
     const requiredHere = functions.filter((tool) => required.has(tool.function.name)).length;
     // Token counts are memoised per definition (src/search/tokens.ts), and only lists within maxTools are counted.
@@ -128,12 +131,12 @@ export class ToolRewriter {
 
     const { index, hit } = await this.deps.cache.get(functions);
     const search = new SearchService(index.catalog, index.indexes, this.deps.embedder, {
-      ...this.deps.settings,
+      ...settings,
       mode: this.mode,
       topK: k,
       maxTopK: k,
       // Rule-kept tools are filtered out after ranking, so rank enough candidates to still fill k.
-      candidates: Math.max(this.deps.settings.candidates, k + requiredHere),
+      candidates: Math.max(settings.candidates, k + requiredHere),
       // Pinned tools are a keep-rule here; the request's own search must not hide them.
       pinned: [],
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
@@ -188,7 +191,8 @@ export class ToolRewriter {
    * tools and gets every catalog tool besides.
    */
   private async fromCatalog(request: ToolRequest, k: number, access: Access): Promise<Rewrite> {
-    const { catalog, search, settings } = this.deps;
+    const { catalog, search } = this.deps;
+    const { settings } = search;
     // The catalog as this caller's key sees it: a tool outside the key is never added, by rule or by rank.
     const visible = (entry: CatalogEntry | undefined): entry is CatalogEntry => entry !== undefined && access.canSee(entry);
     const required = requiredTools(request, settings.pinned);

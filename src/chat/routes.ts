@@ -49,7 +49,6 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
     catalog,
     search,
     embedder,
-    settings: config.search,
     activation: config.search.activation,
     maxQueryLength: config.search.maxQueryLength,
     cache: new ToolIndexCache({
