@@ -2,7 +2,6 @@ import { z } from 'zod';
 import {
   addIssues,
   assertUniqueNames,
-  parseJsonObject,
   toolNameSchema as toolName,
   validateBody,
   type FunctionDefinition,
@@ -116,11 +115,6 @@ const bodySchema = z.looseObject({
   tool_choice: toolChoiceSchema.nullish(),
   stream: z.boolean({ error: 'must be a boolean' }).nullish(),
 });
-
-/** Parses request bytes; every problem is a 400 in OpenAI's format, `param` naming the first bad field. */
-export function parseChatRequestBytes(bytes: Uint8Array | undefined): ChatRequest {
-  return parseChatRequest(parseJsonObject(bytes, 'chat completion request'));
-}
 
 export function parseChatRequest(body: unknown): ChatRequest {
   const data = validateBody(bodySchema, body);

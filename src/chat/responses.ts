@@ -2,7 +2,6 @@ import { z } from 'zod';
 import {
   addIssues,
   assertUniqueNames,
-  parseJsonObject,
   toolNameSchema,
   validateBody,
   type FunctionDefinition,
@@ -114,11 +113,6 @@ const bodySchema = z.looseObject({
   tool_choice: toolChoiceSchema.nullish(),
   stream: z.boolean({ error: 'must be a boolean' }).nullish(),
 });
-
-/** Parses request bytes; every problem is a 400 in OpenAI's format, `param` naming the first bad field. */
-export function parseResponsesRequestBytes(bytes: Uint8Array | undefined): ResponsesRequest {
-  return parseResponsesRequest(parseJsonObject(bytes, 'Responses API request'));
-}
 
 export function parseResponsesRequest(body: unknown): ResponsesRequest {
   const data = validateBody(bodySchema, body);
