@@ -33,6 +33,14 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   return parsed.data;
 }
 
+/** A search query as every route takes it: a non-blank string within the configured length. */
+export function queryText(maxQueryLength: number) {
+  return z
+    .string({ error: 'is required and must be a string' })
+    .max(maxQueryLength, `must be at most ${maxQueryLength} characters`)
+    .refine((query) => query.trim().length > 0, 'must not be empty');
+}
+
 export const notFoundRoute: RequestHandler = (req, _res, next) => {
   next(new HttpError(404, 'not_found', `no route for ${req.method} ${req.path}`));
 };

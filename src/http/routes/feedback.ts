@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { FeedbackRecorder } from '../../feedback/service.js';
 import { accessOf } from '../auth.js';
-import { HttpError, parseBody } from '../errors.js';
+import { HttpError, parseBody, queryText } from '../errors.js';
 
 /**
  * `POST /v1/feedback {query, tool, relevant?}`: a client that knows which tool served a query (or that one did not)
@@ -14,10 +14,7 @@ export function feedbackRoutes(deps: { catalog: Catalog; feedback: FeedbackRecor
   const router = Router();
   const body = z
     .object({
-      query: z
-        .string({ error: 'is required and must be a string' })
-        .max(maxQueryLength, `must be at most ${maxQueryLength} characters`)
-        .refine((query) => query.trim().length > 0, 'must not be empty'),
+      query: queryText(maxQueryLength),
       tool: z.string({ error: 'is required and must be a tool name' }).min(1, 'must not be empty'),
       relevant: z.boolean({ error: 'must be true or false' }).default(true),
     })

@@ -1,7 +1,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { SEARCH_MODES } from '../../search/search.js';
-import { badRequest, HttpError, parseBody } from '../errors.js';
+import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf } from '../auth.js';
 
@@ -11,10 +11,7 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
   const router = Router();
   const searchBody = z
     .object({
-      query: z
-        .string({ error: 'is required and must be a string' })
-        .max(maxQueryLength, `must be at most ${maxQueryLength} characters`)
-        .refine((query) => query.trim().length > 0, 'must not be empty'),
+      query: queryText(maxQueryLength),
       top_k: z.number().int('must be an integer').min(1, 'must be at least 1').optional(),
       mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
       weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }).strict().optional(),

@@ -10,7 +10,7 @@ import type { IndexManager } from '../../index/manager.js';
 import type { SearchDefaults } from '../../search/defaults.js';
 import { IndexNotReadyError, type SearchService } from '../../search/search.js';
 import { assertAdmin } from '../auth.js';
-import { badRequest, HttpError, parseBody } from '../errors.js';
+import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 
 /**
  * Bounds on one evaluation request. Retrieval runs once per query and the grid re-fuses the cached candidates, but it
@@ -55,10 +55,7 @@ export function tuningRoutes(deps: TuningDependencies): Router {
         .array(
           z
             .object({
-              query: z
-                .string({ error: 'is required and must be a string' })
-                .max(maxQueryLength, `must be at most ${maxQueryLength} characters`)
-                .refine((query) => query.trim().length > 0, 'must not be empty'),
+              query: queryText(maxQueryLength),
               expected: z
                 .array(z.string({ error: 'must be tool names' }).min(1, 'must not be empty').max(128, 'is not a tool name (over 128 characters)'), {
                   error: 'is required and must be an array of tool names',
