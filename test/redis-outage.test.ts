@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { PrivateRedis } from './helpers/private-redis.js';
+import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
 import { eventually, WorkerProcess, writeConfig } from './helpers/processes.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { syntheticTools } from './helpers/synthetic.js';
 
 describe('Redis going away', () => {
-  const redis = new PrivateRedis(20_000 + Math.floor(Math.random() * 20_000));
+  const redis = new PrivateRedis(randomRedisPort());
   const settings = { redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix: 'outage', backoffMs: 100 } };
   let api: RunningRouter;
   let worker: WorkerProcess;

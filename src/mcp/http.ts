@@ -26,9 +26,10 @@ export interface McpHttpFace {
 
 interface Session {
   transport: StreamableHTTPServerTransport;
-  /** Who opened the session; every later request on it must come from the same caller. */
-  owner: string;
-  /** That caller's access as of its latest request (a key's permissions may be updated while the session lives). */
+  /**
+   * The caller that opened the session, as of its latest request (a key's permissions may be updated while the session
+   * lives); every request on the session must come from that same caller.
+   */
   caller: { access: Access };
   /** Requests and SSE streams in flight; a session with an open stream is not idle. */
   open: number;
@@ -82,7 +83,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       sessionIdGenerator: () => randomUUID(),
       // Registered only once initialize succeeded, so half-open sessions never enter the map.
       onsessioninitialized: (id) => {
-        const created: Session = { transport, owner: ownerOf(access), caller, open: 0, lastActive: Date.now() };
+        const created: Session = { transport, caller, open: 0, lastActive: Date.now() };
         sessions.set(id, created);
         track(created, res);
         log.debug({ session: id }, 'mcp session opened');
@@ -143,7 +144,7 @@ function ownerOf(access: Access): string {
 
 /** A session id alone is not a credential: a request on a session must carry the key that opened it. */
 function ownedBy(session: Session, access: Access): boolean {
-  return session.owner === ownerOf(access);
+  return ownerOf(session.caller.access) === ownerOf(access);
 }
 
 function notOwner(res: Response): void {
