@@ -43,7 +43,9 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const embedder =
     options.embedder ??
     (await createEmbedder(config.embedding));
-  const catalog = new Catalog({ separator: config.catalog.separator });
+  const { jsonDepth, schemaBytes, schemaArrayItems, schemaObjectKeys, schemaPatternLength } = config.limits;
+  const schemaLimits = { depth: jsonDepth, bytes: schemaBytes, arrayItems: schemaArrayItems, objectKeys: schemaObjectKeys, patternLength: schemaPatternLength };
+  const catalog = new Catalog({ separator: config.catalog.separator, limits: schemaLimits });
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 
   const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(config, catalog, embedder, log);
@@ -82,6 +84,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     log,
     bodyLimit: config.bodyLimit,
     maxQueryLength: config.search.maxQueryLength,
+    jsonDepth: config.limits.jsonDepth,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     tuning: { catalog, indexes, search, embedder, config, defaults },

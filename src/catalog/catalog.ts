@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { canonicalText, searchableText, type SearchableText } from './text.js';
 import type { CatalogTool, Tool } from './types.js';
+import type { SchemaLimits } from './schema-limits.js';
 import { SOURCE_NAME_PATTERN, validateTools } from './validate.js';
 
 /** A catalog tool with its derived text, computed once when the tool enters the catalog. */
@@ -29,6 +30,8 @@ export class CatalogSourceError extends Error {
 export interface CatalogOptions {
   /** Separator between server and tool in qualified names; used to index the server part on its own. */
   separator?: string;
+  /** Bounds on tool schemas (limits.*); null for trusted snapshots. Default: DEFAULT_SCHEMA_LIMITS. */
+  limits?: SchemaLimits | null;
 }
 
 export interface CatalogEvents {
@@ -44,12 +47,14 @@ export class Catalog extends EventEmitter<CatalogEvents> {
   private readonly byName = new Map<string, CatalogEntry>();
   private current: CatalogSnapshot | undefined;
   private readonly separator: string;
+  private readonly limits: SchemaLimits | null | undefined;
   /** Source names owned by something other than the REST API (upstream MCP servers), with who owns them. */
   private readonly reserved = new Map<string, string>();
 
   constructor(options: CatalogOptions = {}) {
     super();
     this.separator = options.separator ?? '__';
+    this.limits = options.limits;
   }
 
   /**
@@ -60,7 +65,7 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     if (!SOURCE_NAME_PATTERN.test(source)) {
       throw new CatalogSourceError('source name must be 1-64 characters of A-Z, a-z, 0-9, "_", "-" or "."');
     }
-    const tools = validateTools(input);
+    const tools = validateTools(input, this.limits);
     const clashes = tools
       .map((tool) => ({ name: tool.name, owner: this.byName.get(tool.name)?.source }))
       .filter((clash) => clash.owner !== undefined && clash.owner !== source);

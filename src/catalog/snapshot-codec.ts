@@ -24,7 +24,8 @@ export function encodeSnapshot(snapshot: CatalogSnapshot, separator: string): st
 /** Rebuilds the snapshot and checks it hashes to what the encoder saw, so a worker never indexes a different catalog. */
 export function decodeSnapshot(json: string): CatalogSnapshot {
   const encoded = JSON.parse(json) as EncodedSnapshot;
-  const catalog = new Catalog({ separator: encoded.separator });
+  // Validated (with its limits) by the instance that stored it: limits here could only disagree with those.
+  const catalog = new Catalog({ separator: encoded.separator, limits: null });
   for (const { source, server, tools } of encoded.sources) catalog.setSource(source, tools, server);
   const snapshot = catalog.snapshot();
   if (snapshot.catalogHash !== encoded.catalogHash) {

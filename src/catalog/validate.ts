@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { schemaProblem } from './json-schema.js';
+import { DEFAULT_SCHEMA_LIMITS, schemaLimitProblem, type SchemaLimits } from './schema-limits.js';
 import type { Tool } from './types.js';
 
 /**
@@ -9,33 +10,53 @@ import type { Tool } from './types.js';
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 export const SOURCE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 
-const objectSchema = z
-  .looseObject({ type: z.literal('object', { error: 'must have "type": "object"' }) })
-  .superRefine((schema, ctx) => {
+/** An object schema, bounded first (size, depth, array and object widths, RE2 patterns), then checked as JSON Schema. */
+function objectSchema(limits: SchemaLimits | null) {
+  return z.looseObject({ type: z.literal('object', { error: 'must have "type": "object"' }) }).superRefine((schema, ctx) => {
+    const bounded = schemaLimitProblem(schema, limits ?? UNBOUNDED);
+    if (bounded !== undefined) {
+      ctx.addIssue({ code: 'custom', message: bounded });
+      return;
+    }
     // Call-time argument validation relies on the schema being valid JSON Schema.
     const problem = schemaProblem(schema);
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `is not a valid JSON Schema: ${problem}` });
   });
+}
 
-export const toolSchema = z.looseObject({
-  name: z
-    .string({ error: 'is required and must be a string' })
-    .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of A-Z, a-z, 0-9, "_", "-" or "."'),
-  title: z.string().max(1_000).optional(),
-  description: z.string().max(100_000).optional(),
-  inputSchema: objectSchema,
-  outputSchema: objectSchema.optional(),
-  annotations: z.looseObject({}).optional(),
-  _meta: z.looseObject({}).optional(),
-});
+function toolSchemaFor(limits: SchemaLimits | null) {
+  return z.looseObject({
+    name: z
+      .string({ error: 'is required and must be a string' })
+      .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of A-Z, a-z, 0-9, "_", "-" or "."'),
+    title: z.string().max(1_000).optional(),
+    description: z.string().max(100_000).optional(),
+    inputSchema: objectSchema(limits),
+    outputSchema: objectSchema(limits).optional(),
+    annotations: z.looseObject({}).optional(),
+    _meta: z.looseObject({}).optional(),
+  });
+}
+
+/** For snapshots already validated by an API instance (whose limits may be raised above the defaults). */
+const UNBOUNDED: SchemaLimits = { depth: Infinity, bytes: Infinity, arrayItems: Infinity, objectKeys: Infinity, patternLength: Infinity };
+const toolSchemas = new Map<SchemaLimits | null, ReturnType<typeof toolSchemaFor>>();
 
 export class ToolValidationError extends Error {
   override readonly name = 'ToolValidationError';
 }
 
-/** Validates a list of MCP tool objects; the message names every bad tool and field, so one round-trip fixes all. */
-export function validateTools(input: unknown): Tool[] {
+/**
+ * Validates a list of MCP tool objects; the message names every bad tool and field, so one round-trip fixes all.
+ * `limits` null: trusted input (a snapshot another instance validated), only the JSON Schema checks run.
+ */
+export function validateTools(input: unknown, limits: SchemaLimits | null = DEFAULT_SCHEMA_LIMITS): Tool[] {
   if (!Array.isArray(input)) throw new ToolValidationError('"tools" must be an array of MCP tool objects');
+  let toolSchema = toolSchemas.get(limits);
+  if (!toolSchema) {
+    toolSchema = toolSchemaFor(limits);
+    toolSchemas.set(limits, toolSchema);
+  }
   const problems: string[] = [];
   const seen = new Set<string>();
   const tools: Tool[] = [];

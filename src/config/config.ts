@@ -98,6 +98,24 @@ export const configSchema = z.object({
   shutdownTimeoutMs: z.number().int().min(0).max(3_600_000).default(25_000),
   /** Largest accepted request body; catalogs of many thousand tools are several MB. */
   bodyLimit: z.string().default('20mb'),
+  /**
+   * Bounds on untrusted structure, checked before any work is done on it (src/http/json-depth.ts,
+   * src/catalog/schema-limits.ts): a request over one is a 400 that changes nothing.
+   */
+  limits: z
+    .object({
+      /** Deepest nesting of arrays and objects in any JSON request body (every route, chat proxy included). */
+      jsonDepth: z.number().int().min(8).max(10_000).default(64),
+      /** Largest tool inputSchema/outputSchema, as JSON text. */
+      schemaBytes: z.number().int().min(1_024).max(100_000_000).default(256 * 1024),
+      /** Most entries of any one array inside a schema (`enum`, `required`, `anyOf`, `items` lists...). */
+      schemaArrayItems: z.number().int().min(1).max(10_000_000).default(1_000),
+      /** Most keys of any one object inside a schema (`properties`, `$defs`...). */
+      schemaObjectKeys: z.number().int().min(1).max(10_000_000).default(1_000),
+      /** Longest `pattern` / `patternProperties` regular expression in a schema (run with RE2). */
+      schemaPatternLength: z.number().int().min(1).max(1_000_000).default(1_000),
+    })
+    .prefault({}),
   catalog: z
     .object({
       separator: z.string().max(8).default('__'),

@@ -10,6 +10,7 @@ import type { Auth } from '../auth/auth.js';
 import type { Config } from '../config/config.js';
 import { authenticate, requireAdmin } from './auth.js';
 import { errorHandler, notFoundRoute } from './errors.js';
+import { assertJsonDepth } from './json-depth.js';
 import { requestLog } from './request-log.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { healthRoutes } from './routes/health.js';
@@ -28,6 +29,8 @@ export interface AppDependencies {
   log: Logger;
   bodyLimit: string;
   maxQueryLength: number;
+  /** Deepest JSON nesting accepted in a request body (limits.jsonDepth). */
+  jsonDepth?: number;
   /** Routers of the other faces (MCP, chat proxy), mounted after the core API and before the 404 handler. */
   routers?: Router[];
   /** Paths whose router reads the body itself, raw (the chat proxy forwards it byte for byte); the JSON parser skips them. */
@@ -41,6 +44,8 @@ export interface AppDependencies {
   security?: Config['security'];
   keyDefaults?: Config['keys']['defaults'];
 }
+
+const DEFAULT_JSON_DEPTH = 64;
 
 /** Reachable without a key: probes, and the console's static page (its API calls carry the key). */
 const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/'];
@@ -59,7 +64,9 @@ export function createApp(deps: AppDependencies): Express {
     });
     next();
   });
-  const json = express.json({ limit: deps.bodyLimit, strict: true });
+  const maxDepth = deps.jsonDepth ?? DEFAULT_JSON_DEPTH;
+  // Depth is checked on the raw bytes before parsing (verify runs first), so a hostile body is refused unparsed.
+  const json = express.json({ limit: deps.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
   const rawBodyPaths = new Set(deps.rawBodyPaths ?? []);
   if (deps.auth) {
     app.use(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS }));

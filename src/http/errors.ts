@@ -67,6 +67,7 @@ function toHttpError(error: unknown): HttpError {
   // body-parser marks its own errors with a type and a status.
   const parserError = error as { type?: string; status?: number; message?: string };
   if (parserError.type === 'entity.parse.failed') return new HttpError(400, 'invalid_json', `malformed JSON body: ${parserError.message}`);
+  if (parserError.type === 'entity.too.deep') return new HttpError(400, 'json_too_deep', parserError.message ?? 'JSON body nests too deep');
   if (parserError.type === 'entity.too.large') return new HttpError(413, 'payload_too_large', 'request body is larger than the configured limit');
   if (typeof parserError.status === 'number' && parserError.status >= 400 && parserError.status < 500) {
     return new HttpError(parserError.status, 'invalid_request', parserError.message ?? 'bad request');
