@@ -15,7 +15,7 @@ import { startIndexing } from './index/indexing.js';
 import type { IndexManager, IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
-import { RedisKeys } from './redis.js';
+import { RedisGate, RedisKeys } from './redis.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 
@@ -61,10 +61,11 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
 
   // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
   const redisKeys = new RedisKeys(config.queue.prefix);
+  const gate = redis ? new RedisGate(redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
-    redis ? new RedisKeyStore(redis, redisKeys) : new MemoryKeyStore(),
-    new RateLimits(redis ? { client: redis, keys: redisKeys } : undefined),
+    redis ? new RedisKeyStore(redis, redisKeys, gate) : new MemoryKeyStore(),
+    new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
   );
 
   // The other faces (MCP gateway, chat proxy) add their routers here.

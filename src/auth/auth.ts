@@ -55,6 +55,8 @@ export class Auth {
   }
 
   async authenticate(credential: Credential | undefined, clientAddress: string): Promise<Access> {
+    // The admin key is checked first and alone: no address's failed attempts and no Redis outage can lock it out.
+    if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (this.settings.perIpPerMinute > 0) await this.limits.consume('ip', clientAddress, this.settings.perIpPerMinute);
     if (credential === undefined) {
       if (this.open) return Access.open;
@@ -76,8 +78,11 @@ export class Auth {
     }
   }
 
+  private isAdminKey(secret: string): boolean {
+    return this.settings.adminKey !== undefined && sameSecret(secret, this.settings.adminKey);
+  }
+
   private async verify(secret: string): Promise<Access> {
-    if (this.settings.adminKey !== undefined && sameSecret(secret, this.settings.adminKey)) return Access.admin;
     const record = await this.store.bySecretHash(hashSecret(secret));
     if (!record) throw new UnauthorizedError('invalid API key');
     if (record.expiresAt !== undefined && record.expiresAt <= Date.now()) {

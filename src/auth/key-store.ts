@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../redis.js';
-import { withRedis } from '../redis.js';
+import { RedisUnavailableError, withRedis, type RedisGate } from '../redis.js';
 import type { KeyRecord } from './keys.js';
 
 /** Where virtual keys live: Redis when configured (shared by every instance), else this process's memory. */
@@ -49,6 +49,8 @@ export class RedisKeyStore implements KeyStore {
   constructor(
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
+    /** Lookups on a request's path go through it, so an outage answers from lastKnown at once. */
+    private readonly gate?: RedisGate,
   ) {}
 
   async add(record: KeyRecord): Promise<void> {
@@ -58,11 +60,13 @@ export class RedisKeyStore implements KeyStore {
   async bySecretHash(secretHash: string): Promise<KeyRecord | undefined> {
     let stored: string | null;
     try {
-      stored = await this.redis.hget(this.keys.apiKeys, secretHash);
+      stored = this.gate
+        ? await this.gate.run('checking the key', (redis) => redis.hget(this.keys.apiKeys, secretHash))
+        : await this.redis.hget(this.keys.apiKeys, secretHash);
     } catch (error) {
       const known = this.lastKnown.get(secretHash);
       if (known) return known;
-      return withRedis('checking the key', () => Promise.reject(error));
+      return withRedis('checking the key', () => Promise.reject(error instanceof RedisUnavailableError && error.cause !== undefined ? error.cause : error));
     }
     if (stored === null) {
       this.lastKnown.delete(secretHash);

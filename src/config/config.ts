@@ -65,6 +65,12 @@ export const configSchema = z.object({
       trustProxy: z.union([z.boolean(), z.number().int().min(0), z.string()]).default(false),
       /** GET /metrics without a key even when ADMIN_KEY is set (for a scraper on a private network). */
       publicMetrics: z.boolean().default(false),
+      /**
+       * Key lookups and rate counters wait at most this long for Redis; after a failure or timeout they use this
+       * instance's memory for redisCooldownMs without asking Redis (so an outage costs one timeout, not one per request).
+       */
+      redisTimeoutMs: z.number().int().min(10).max(60_000).default(1_000),
+      redisCooldownMs: z.number().int().min(0).max(600_000).default(5_000),
     })
     .prefault({}),
   /** The shared index pipeline (only with redisUrl). */
@@ -246,6 +252,10 @@ export const configSchema = z.object({
       /** Idle /mcp sessions are closed after this long. */
       sessionIdleMs: z.number().int().min(1_000).default(30 * 60_000),
       maxSessions: z.number().int().min(1).default(1_000),
+      /** Sessions one key (open service: one client address) may hold at once; beyond it initialize answers 429. */
+      maxSessionsPerKey: z.number().int().min(1).default(100),
+      /** A session that made no request after initialize is closed after this long (floods of bare sessions). */
+      unusedSessionIdleMs: z.number().int().min(100).default(30_000),
       /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
       transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
     })

@@ -13,6 +13,10 @@ export interface McpHttpOptions {
   /** Closes sessions without requests or open streams for this long. */
   sessionIdleMs: number;
   maxSessions: number;
+  /** Sessions one key (or, on an open service, one client address) may hold; the admin's do not count globally. */
+  maxSessionsPerKey?: number;
+  /** Sessions that made no request after initialize are closed after this long (a flood of bare sessions). */
+  unusedSessionIdleMs?: number;
   /** Bound to loopback: refuse requests whose Host is not a loopback name (DNS rebinding from a web page). */
   loopbackOnly: boolean;
   log: Logger;
@@ -34,6 +38,10 @@ interface Session {
   /** Requests and SSE streams in flight; a session with an open stream is not idle. */
   open: number;
   lastActive: number;
+  /** Whom the session counts against for maxSessionsPerKey. */
+  holder: string;
+  /** Made a request after initialize. */
+  used: boolean;
 }
 
 /**
@@ -46,6 +54,8 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
   const router = Router();
   const sessions = new Map<string, Session>();
   const log = options.log.child({ face: 'mcp-http' });
+  const maxPerKey = options.maxSessionsPerKey ?? options.maxSessions;
+  const unusedIdleMs = options.unusedSessionIdleMs ?? options.sessionIdleMs;
 
   if (options.loopbackOnly) router.use('/mcp', localhostHostValidation());
 
@@ -66,6 +76,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (session) {
       if (!ownedBy(session, access)) return notOwner(res);
       session.caller.access = access;
+      session.used = true;
       track(session, res);
       await session.transport.handleRequest(req, res, req.body);
       return;
@@ -74,7 +85,12 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (!isInitializeRequest(req.body)) {
       return jsonRpcError(res, 400, -32000, 'Bad Request: no valid Mcp-Session-Id header; the first request must be initialize');
     }
-    if (sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
+    // Per holder first, so one key's flood fills its own allowance and not everyone's; the admin is never locked out
+    // by others' sessions.
+    const holder = holderOf(access, req);
+    const held = [...sessions.values()].reduce((count, other) => count + Number(other.holder === holder), 0);
+    if (held >= maxPerKey) return jsonRpcError(res, 429, -32000, `Too many open MCP sessions for this key (${maxPerKey}); close some (DELETE /mcp) or retry later`);
+    if (access.kind !== 'admin' && sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
 
     // The session is bound to the key that opened it: its tools/list, searches and calls all see what that key may see.
     const caller = { access };
@@ -83,7 +99,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       sessionIdGenerator: () => randomUUID(),
       // Registered only once initialize succeeded, so half-open sessions never enter the map.
       onsessioninitialized: (id) => {
-        const created: Session = { transport, caller, open: 0, lastActive: Date.now() };
+        const created: Session = { transport, caller, open: 0, lastActive: Date.now(), holder, used: false };
         sessions.set(id, created);
         track(created, res);
         log.debug({ session: id }, 'mcp session opened');
@@ -107,6 +123,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     const access = accessOf(res);
     if (!ownedBy(session, access)) return notOwner(res);
     session.caller.access = access;
+    session.used = true;
     track(session, res);
     await session.transport.handleRequest(req, res);
   };
@@ -115,14 +132,15 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
 
   const sweep = setInterval(
     () => {
-      const cutoff = Date.now() - options.sessionIdleMs;
+      const now = Date.now();
       for (const [id, session] of sessions) {
-        if (session.open > 0 || session.lastActive > cutoff) continue;
+        const idleMs = session.used ? options.sessionIdleMs : Math.min(unusedIdleMs, options.sessionIdleMs);
+        if (session.open > 0 || session.lastActive > now - idleMs) continue;
         log.info({ session: id }, 'closing idle mcp session');
         void session.transport.close();
       }
     },
-    Math.min(options.sessionIdleMs, 60_000),
+    Math.max(100, Math.min(options.sessionIdleMs, unusedIdleMs, 120_000) / 2),
   );
   sweep.unref();
 
@@ -136,6 +154,11 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       sessions.clear();
     },
   };
+}
+
+/** Keys count their own sessions; open callers (no ADMIN_KEY) count per client address. */
+function holderOf(access: Access, req: Request): string {
+  return access.kind === 'open' ? `address:${req.ip ?? req.socket.remoteAddress ?? 'unknown'}` : ownerOf(access);
 }
 
 function ownerOf(access: Access): string {

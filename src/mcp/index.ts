@@ -52,7 +52,7 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
     log.child({ component: 'mcp' }),
   );
   gateway.feedback = deps.feedback;
-  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, loopbackOnly: deps.loopbackOnly, log });
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, loopbackOnly: deps.loopbackOnly, log });
   for (const status of upstreams.status()) recordUpstreamStatus(status);
   upstreams.on('status', recordUpstreamStatus);
   upstreams.start();
