@@ -4,11 +4,13 @@ import { SEARCH_MODES } from '../../search/search.js';
 import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf } from '../auth.js';
+import { catalogViews } from '../catalog-views.js';
 
 const weight = z.number().finite().min(0, 'must be 0 or more').max(1000);
 
-export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, 'search' | 'maxQueryLength'>): Router {
+export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDependencies, 'search' | 'maxQueryLength' | 'indexes'>): Router {
   const router = Router();
+  const views = catalogViews(indexes);
   const searchBody = z
     .object({
       query: queryText(maxQueryLength),
@@ -39,7 +41,7 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
     });
     res.json({
       results: response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores })),
-      index: response.index,
+      index: views.searchIndex(access, response.index),
     });
   });
 
