@@ -15,6 +15,21 @@ export class RedisKeys {
   catalogSnapshot(catalogHash: string): string {
     return `${this.prefix}:catalog:${catalogHash}`;
   }
+  /** Sorted set of stored snapshots (catalog hash by version), for retention. */
+  get catalogSnapshots(): string {
+    return `${this.prefix}:catalog:snapshots`;
+  }
+  /** Sorted set of promoted index artifacts of a model (catalog hash by version), for retention. */
+  artifacts(model: string): string {
+    return `${this.prefix}:index:${model}:artifacts`;
+  }
+  /**
+   * A random id written once into an empty Redis: when it disappears or changes, Redis lost its data (restarted without
+   * persistence, flushed) and every instance re-announces what it holds.
+   */
+  get generation(): string {
+    return `${this.prefix}:generation`;
+  }
   /** Counter giving every published catalog snapshot a version, across all API instances. */
   get catalogVersion(): string {
     return `${this.prefix}:catalog:version`;

@@ -16,6 +16,7 @@ import type { IndexManager, IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis.js';
+import { RedisGeneration } from './redis-generation.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 
@@ -61,6 +62,19 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
 
   // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
   const redisKeys = new RedisKeys(config.queue.prefix);
+  if (redis) {
+    // Redis restarted empty: every instance re-announces its sources and asks for its catalog's index again.
+    const generation = new RedisGeneration(redis, redisKeys, {
+      intervalMs: config.queue.generationCheckMs,
+      log,
+      onLost: async () => {
+        await sources.resync?.();
+        await pipeline.resync?.();
+      },
+    });
+    await generation.start();
+    closers.push(() => generation.close());
+  }
   const gate = redis ? new RedisGate(redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
@@ -86,6 +100,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     bodyLimit: config.bodyLimit,
     maxQueryLength: config.search.maxQueryLength,
     jsonDepth: config.limits.jsonDepth,
+    indexGraceMs: config.ready.indexGraceMs,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     tuning: { catalog, indexes, search, embedder, config, defaults },

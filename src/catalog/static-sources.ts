@@ -12,6 +12,8 @@ export interface StaticSources {
   put(source: string, tools: unknown): Promise<CatalogSnapshot>;
   /** False when there was no such source. */
   delete(source: string): Promise<boolean>;
+  /** Redis lost its data: stores again what this instance holds, and takes what others stored. */
+  resync?(): Promise<void>;
 }
 
 /** Static sources of this process only (no Redis). */
@@ -33,6 +35,8 @@ export class LocalStaticSources implements StaticSources {
  */
 export class RedisStaticSources implements StaticSources {
   private readonly origin = randomUUID();
+  /** Stored sources this instance applied, as stored (JSON): what it re-announces after Redis lost its data. */
+  private readonly held = new Map<string, string>();
 
   constructor(
     private readonly catalog: Catalog,
@@ -59,6 +63,7 @@ export class RedisStaticSources implements StaticSources {
     const valid = this.catalog.check(source, tools);
     await withRedis('storing the source', () => this.redis.hset(this.keys.staticSources, source, JSON.stringify(valid)));
     const snapshot = this.catalog.setSource(source, valid);
+    this.held.set(source, JSON.stringify(valid));
     await this.announce(source);
     return snapshot;
   }
@@ -66,8 +71,22 @@ export class RedisStaticSources implements StaticSources {
   async delete(source: string): Promise<boolean> {
     const removedStored = await withRedis('deleting the source', () => this.redis.hdel(this.keys.staticSources, source));
     const removedHere = this.catalog.removeSource(source);
+    this.held.delete(source);
     if (removedStored > 0) await this.announce(source);
     return removedHere || removedStored > 0;
+  }
+
+  /**
+   * Stores every source this instance holds that Redis no longer has (HSETNX: a source stored since, by an instance that
+   * was told about it later, wins), then applies everything stored and tells the others to reload.
+   */
+  async resync(): Promise<void> {
+    for (const [source, tools] of this.held) await this.redis.hsetnx(this.keys.staticSources, source, tools);
+    const stored = await this.redis.hgetall(this.keys.staticSources);
+    for (const [source, tools] of Object.entries(stored)) {
+      if (this.held.get(source) !== tools) this.apply(source, tools);
+      await this.announce(source);
+    }
   }
 
   /** Best effort: the source is stored; an instance that misses this hears of it at its next start. */
@@ -82,8 +101,10 @@ export class RedisStaticSources implements StaticSources {
   private async reload(source: string): Promise<void> {
     try {
       const tools = await this.redis.hget(this.keys.staticSources, source);
-      if (tools === null) this.catalog.removeSource(source);
-      else this.apply(source, tools);
+      if (tools === null) {
+        this.catalog.removeSource(source);
+        this.held.delete(source);
+      } else this.apply(source, tools);
     } catch (error) {
       this.log.error({ err: error, source }, 'could not reload a static source changed by another instance');
     }
@@ -92,6 +113,7 @@ export class RedisStaticSources implements StaticSources {
   private apply(source: string, tools: string): void {
     try {
       this.catalog.setSource(source, JSON.parse(tools));
+      this.held.set(source, tools);
     } catch (error) {
       // Another instance accepted it, so this is a clash with something only this instance has (an upstream).
       this.log.error({ err: error, source }, 'stored static source does not fit this instance\'s catalog');

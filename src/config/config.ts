@@ -83,6 +83,30 @@ export const configSchema = z.object({
       /** How long a worker may go silent before its job counts as stalled and another worker takes it. */
       lockDurationMs: z.number().int().min(1_000).default(60_000),
       stalledIntervalMs: z.number().int().min(1_000).default(30_000),
+      /**
+       * What Redis keeps (src/index/redis/retention.ts): the newest catalog snapshots and promoted indexes, bounded in
+       * count and bytes; the newest snapshot, the live index's snapshot and the current index are always kept.
+       */
+      retention: z
+        .object({
+          snapshots: z.number().int().min(1).max(1_000).default(3),
+          snapshotBytes: z.number().int().min(1).default(256 * 1024 * 1024),
+          indexes: z.number().int().min(1).max(100).default(2),
+          indexBytes: z.number().int().min(1).default(2 * 1024 * 1024 * 1024),
+        })
+        .prefault({}),
+      /** Milliseconds between checks that Redis still holds this deployment's data (see RedisKeys.generation). */
+      generationCheckMs: z.number().int().min(100).max(600_000).default(5_000),
+    })
+    .prefault({}),
+  /** GET /ready. */
+  ready: z
+    .object({
+      /**
+       * Not ready once the live index has not been built for the current catalog for this long (a lost build, Redis
+       * restarted empty); searches are still answered from the older index meanwhile.
+       */
+      indexGraceMs: z.number().int().min(0).max(86_400_000).default(300_000),
     })
     .prefault({}),
   /** The index worker process (`toolrouter worker`). */

@@ -35,6 +35,8 @@ export interface AppDependencies {
   routers?: Router[];
   /** Paths whose router reads the body itself, raw (the chat proxy forwards it byte for byte); the JSON parser skips them. */
   rawBodyPaths?: readonly string[];
+  /** /ready fails once the live index has not been built for the current catalog for this long (ready.indexGraceMs). */
+  indexGraceMs?: number;
   /** The Redis connection of the shared index pipeline; /ready checks it answers. */
   redis?: Redis;
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */

@@ -123,6 +123,10 @@ export class IndexManager extends EventEmitter<IndexManagerEvents> {
 export interface IndexPipeline {
   /** A new catalog snapshot to index; resolves when this process has done its part (not necessarily swapped). */
   update(snapshot: CatalogSnapshot): Promise<void>;
+  /** Redis lost its data (shared pipeline only): asks again for the index of the current catalog. */
+  resync?(): Promise<void>;
+  /** Why the current catalog's index is not live yet (shared pipeline only), for the status route. */
+  buildWait?(): Promise<{ job: string; reason: string; retryAt?: string } | undefined>;
   /** Rebuilds the current snapshot even when an index for it exists. */
   rebuild(): Promise<void>;
   /** Resolves once no build started by this process is running or pending. */

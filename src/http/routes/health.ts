@@ -11,8 +11,11 @@ interface Check {
   detail?: string;
 }
 
-export function healthRoutes({ indexes, redis }: Pick<AppDependencies, 'indexes' | 'redis'>): Router {
+export function healthRoutes({ indexes, redis, indexGraceMs }: Pick<AppDependencies, 'indexes' | 'redis' | 'indexGraceMs'>): Router {
   const router = Router();
+  const grace = indexGraceMs ?? 300_000;
+  /** Since when the live index has not been built for the current catalog (per catalog hash). */
+  let behind: { catalogHash: string; since: number } | undefined;
   router.get('/metrics', async (_req, res) => {
     res.type(metrics.contentType).send(await metrics.metrics());
   });
@@ -25,6 +28,20 @@ export function healthRoutes({ indexes, redis }: Pick<AppDependencies, 'indexes'
     const checks: Record<string, Check> = {
       index: status.indexedHash !== null ? { ok: true } : { ok: false, detail: `no index loaded yet (index ${status.state})` },
     };
+    // An index of an older catalog still answers, but an instance stuck on it (a lost build, Redis restarted empty)
+    // gives different answers from the others: after the grace period it is not ready.
+    if (status.indexedHash !== null && status.indexedHash !== status.catalogHash) {
+      if (behind?.catalogHash !== status.catalogHash) behind = { catalogHash: status.catalogHash, since: Date.now() };
+      const waitedMs = Date.now() - behind.since;
+      if (waitedMs > grace) {
+        checks.indexCurrent = {
+          ok: false,
+          detail: `the index is for catalog ${status.indexedHash.slice(0, 12)}, not the current catalog ${status.catalogHash.slice(0, 12)}, for ${Math.round(waitedMs / 1000)} s (grace ${Math.round(grace / 1000)} s); see /v1/index/status`,
+        };
+      }
+    } else {
+      behind = undefined;
+    }
     if (redis) checks.redis = await pingRedis(redis);
     const failing = Object.keys(checks).filter((name) => !checks[name]!.ok);
     const ready = failing.length === 0;

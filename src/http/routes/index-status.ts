@@ -6,8 +6,12 @@ import { catalogViews } from '../catalog-views.js';
 export function indexRoutes({ indexes, pipeline }: Pick<AppDependencies, 'indexes' | 'pipeline'>): Router {
   const router = Router();
   const views = catalogViews(indexes);
-  router.get('/v1/index/status', (_req, res) => {
-    res.json(views.status(accessOf(res)));
+  router.get('/v1/index/status', async (_req, res) => {
+    const access = accessOf(res);
+    const status = views.status(access);
+    // Why a build is waiting names the queue's job and errors: for the admin only.
+    const waiting = access.isAdmin && status.state === 'building' ? await withinSecond(pipeline.buildWait?.()) : undefined;
+    res.json(waiting ? { ...status, waiting } : status);
   });
   router.post('/v1/index/rebuild', requireAdmin, (_req, res) => {
     // The rebuild's outcome shows in /v1/index/status; a failure there is not this request's failure.
@@ -15,4 +19,18 @@ export function indexRoutes({ indexes, pipeline }: Pick<AppDependencies, 'indexe
     res.status(202).json(indexes.status());
   });
   return router;
+}
+
+/** The queue's connection waits out a Redis outage; the status must answer anyway (without the reason). */
+async function withinSecond<T>(work: Promise<T> | undefined): Promise<T | undefined> {
+  if (!work) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), 1_000);
+  });
+  try {
+    return await Promise.race([work.catch(() => undefined), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

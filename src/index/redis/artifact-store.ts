@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../redis.js';
+import { DEFAULT_RETENTION, registerAndTrim, type Retention } from './retention.js';
 
 export interface IndexPointer {
   hash: string;
@@ -15,8 +16,9 @@ export type IndexEvent =
 
 /**
  * Moves the pointer only forward: a build for an older catalog version never replaces a newer index, whichever worker
- * finishes first. The promoted artifact is kept; the one it replaces expires a day later (instances still loading it
- * have time to finish). Publishes the swap in the same script, so no instance can miss the pointer move.
+ * finishes first. The promoted artifact is kept; the ones it replaces are trimmed by retention (the previous one stays,
+ * for a rollback and for instances still loading it). Publishes the swap in the same script, so no instance can miss
+ * the pointer move.
  */
 const PROMOTE = `
 local current = redis.call('GET', KEYS[1])
@@ -24,7 +26,6 @@ local version = tonumber(ARGV[2])
 if current then
   local decoded = cjson.decode(current)
   if tonumber(decoded.version) > version then return 0 end
-  if decoded.hash ~= ARGV[1] then redis.call('EXPIRE', ARGV[5] .. decoded.hash, 86400) end
 end
 redis.call('SET', KEYS[1], cjson.encode({hash = ARGV[1], version = version, builtAt = ARGV[3]}))
 redis.call('PERSIST', KEYS[2])
@@ -37,11 +38,17 @@ export class ArtifactStore {
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
     private readonly model: string,
+    private readonly retention: Pick<Retention, 'indexes' | 'indexBytes'> = DEFAULT_RETENTION,
   ) {}
 
-  /** New artifacts expire unless promoted, so abandoned builds clean themselves up. */
+  /** New artifacts expire unless promoted, so abandoned builds clean themselves up within the hour. */
   async put(catalogHash: string, artifact: Buffer): Promise<void> {
-    await this.redis.set(this.keys.artifact(this.model, catalogHash), artifact, 'EX', 7 * 24 * 3600);
+    await this.redis.set(this.keys.artifact(this.model, catalogHash), artifact, 'EX', 3600);
+  }
+
+  /** Drops a built artifact that lost the race to a newer one, unless the pointer names it. */
+  async discard(catalogHash: string): Promise<void> {
+    if ((await this.pointer())?.hash !== catalogHash) await this.redis.del(this.keys.artifact(this.model, catalogHash));
   }
 
   async get(catalogHash: string): Promise<Buffer | null> {
@@ -68,9 +75,15 @@ export class ArtifactStore {
       String(version),
       builtAt,
       this.keys.indexChannel(this.model),
-      this.keys.artifact(this.model, ''),
     );
-    return moved === 1;
+    if (moved !== 1) return false;
+    await registerAndTrim(
+      this.redis,
+      { registry: this.keys.artifacts(this.model), prefix: this.keys.artifact(this.model, '') },
+      { hash: catalogHash, version },
+      { keep: this.retention.indexes, maxBytes: this.retention.indexBytes, protectedHash: catalogHash },
+    );
+    return true;
   }
 
   async publish(event: IndexEvent): Promise<void> {

@@ -8,6 +8,7 @@ import type { LexicalSettings } from '../lexical.js';
 import { buildSearchIndex } from '../search-index.js';
 import type { HnswSettings } from '../vector.js';
 import { ArtifactStore } from './artifact-store.js';
+import type { Retention } from './retention.js';
 
 /** What the API puts on the queue: which snapshot, as of which catalog version, for which model. */
 export interface BuildJobData {
@@ -30,6 +31,7 @@ export interface BuildJobDeps {
   cache: EmbeddingCache;
   lexical: LexicalSettings;
   hnsw: HnswSettings;
+  retention?: Retention;
 }
 
 /**
@@ -42,7 +44,7 @@ export async function runBuildJob(data: BuildJobData, deps: BuildJobDeps): Promi
   if (data.model !== embedder.modelId) {
     throw new Error(`job is for model ${data.model} but this worker embeds with ${embedder.modelId}`);
   }
-  const store = new ArtifactStore(redis, keys, data.model);
+  const store = new ArtifactStore(redis, keys, data.model, deps.retention);
   const latest = await readLatest(redis, keys);
   if (latest && latest.hash !== data.catalogHash && latest.version > data.version) {
     await store.publish({ type: 'superseded', hash: data.catalogHash });
@@ -59,6 +61,8 @@ export async function runBuildJob(data: BuildJobData, deps: BuildJobDeps): Promi
   const artifact = serializeIndex(index, deps.hnsw);
   await store.put(data.catalogHash, artifact);
   const promoted = await store.promote(data.catalogHash, version, index.builtAt);
+  // A newer index went live while this one was built: nothing will load this one.
+  if (!promoted) await store.discard(data.catalogHash);
   return { outcome: 'built', ...stats, bytes: artifact.length, promoted };
 }
 

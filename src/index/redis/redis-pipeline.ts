@@ -9,6 +9,7 @@ import type { LexicalSettings } from '../lexical.js';
 import type { IndexManager, IndexPipeline } from '../manager.js';
 import { ArtifactStore, type IndexEvent } from './artifact-store.js';
 import type { BuildJobData } from './build-job.js';
+import { DEFAULT_RETENTION, registerAndTrim, type Retention } from './retention.js';
 
 export interface RedisPipelineOptions {
   redisUrl: string;
@@ -21,7 +22,26 @@ export interface RedisPipelineOptions {
   lexical: LexicalSettings;
   log: Logger;
   job: { attempts: number; backoffMs: number };
+  /** Snapshots and indexes kept in Redis (queue.retention); default DEFAULT_RETENTION. */
+  retention?: Retention;
+  /** How often the stalled-job check runs (queue.stalledIntervalMs): when a job whose worker died is retried. */
+  stalledIntervalMs?: number;
 }
+
+/** Why the index is not yet built for the current catalog, as far as the queue can tell (GET /v1/index/status). */
+export interface BuildWait {
+  job: string;
+  reason: string;
+  /** When the build is expected to be (re)tried, ISO 8601. */
+  retryAt?: string;
+}
+
+/** Raises the catalog version counter to at least ARGV[1]: versions must not go back after Redis lost its data. */
+const RAISE_VERSION = `
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+`;
 
 /**
  * The shared pipeline: the API publishes each new catalog snapshot and enqueues a build (job id = catalog hash, so
@@ -38,7 +58,7 @@ export class RedisIndexPipeline implements IndexPipeline {
     private readonly manager: IndexManager,
     private readonly options: RedisPipelineOptions,
   ) {
-    this.store = new ArtifactStore(options.redis, options.keys, options.model);
+    this.store = new ArtifactStore(options.redis, options.keys, options.model, options.retention);
     // BullMQ manages (and watches) its own connection; blocking commands need maxRetriesPerRequest null.
     this.queue = new Queue<BuildJobData>(options.keys.indexQueue, { connection: { url: options.redisUrl, maxRetriesPerRequest: null } });
     this.queue.on('error', (error) => options.log.warn({ err: error }, 'index queue error'));
@@ -64,6 +84,53 @@ export class RedisIndexPipeline implements IndexPipeline {
     this.manager.setTarget(snapshot);
     if (this.manager.current?.catalogHash === snapshot.catalogHash) return;
     await this.manager.track(this.requestWithRetry(snapshot, false));
+  }
+
+  /**
+   * Redis lost its data (the generation marker changed): the queued job, the stored snapshot and index are gone. Keeps
+   * catalog versions moving forward past what this instance has seen, and asks again for the index of its catalog, so
+   * every instance ends on one catalog and one index built for it.
+   */
+  async resync(): Promise<void> {
+    const { redis, keys } = this.options;
+    if (Number.isFinite(this.manager.version)) {
+      await redis.eval(RAISE_VERSION, 1, keys.catalogVersion, String(this.manager.version));
+    }
+    void this.manager.track(this.requestWithRetry(this.manager.target, false));
+  }
+
+  /** Why the current catalog's index is not live yet; undefined when it is, or when nothing is queued for it. */
+  async buildWait(): Promise<BuildWait | undefined> {
+    const target = this.manager.target.catalogHash;
+    if (this.manager.current?.catalogHash === target) return undefined;
+    const job = await this.queue.getJob(target);
+    if (!job?.id) return undefined;
+    const state = await job.getState();
+    if (state === 'active') {
+      const lockMs = await this.options.redis.pttl(`${this.queue.toKey(job.id)}:lock`);
+      const stalledMs = this.options.stalledIntervalMs ?? 30_000;
+      if (lockMs < 0) {
+        return {
+          job: job.id,
+          reason: 'the worker building it stopped renewing its lock (it died or hangs); the stalled-job check hands it to another worker',
+          retryAt: new Date(Date.now() + stalledMs).toISOString(),
+        };
+      }
+      return {
+        job: job.id,
+        reason: `building on a worker (attempt ${job.attemptsMade + 1}); if that worker died, its lock expires in ${Math.ceil(lockMs / 1000)} s and the job is retried`,
+        retryAt: new Date(Date.now() + lockMs + stalledMs).toISOString(),
+      };
+    }
+    if (state === 'delayed') {
+      const retryAt = job.timestamp + (job.delay ?? 0);
+      return { job: job.id, reason: `waiting to retry after a failed attempt (${job.attemptsMade} so far): ${job.failedReason ?? 'unknown error'}`, retryAt: new Date(retryAt).toISOString() };
+    }
+    if (state === 'waiting' || state === 'prioritized' || state === 'waiting-children') {
+      const workers = await this.queue.getWorkersCount();
+      return { job: job.id, reason: workers === 0 ? 'queued, but no index worker is connected to the queue' : `queued for one of ${workers} workers` };
+    }
+    return { job: job.id, reason: `job is ${state}` };
   }
 
   async rebuild(): Promise<void> {
@@ -122,6 +189,14 @@ export class RedisIndexPipeline implements IndexPipeline {
       .set(keys.catalogSnapshot(snapshot.catalogHash), encodeSnapshot(snapshot, separator), 'EX', 24 * 3600)
       .set(keys.catalogLatest, JSON.stringify({ hash: snapshot.catalogHash, version }))
       .exec();
+    const retention = this.options.retention ?? DEFAULT_RETENTION;
+    await registerAndTrim(
+      redis,
+      { registry: keys.catalogSnapshots, prefix: keys.catalogSnapshot('') },
+      { hash: snapshot.catalogHash, version },
+      // The live index's snapshot stays: a rollback, or a worker re-running its build, needs it.
+      { keep: retention.snapshots, maxBytes: retention.snapshotBytes, protectedHash: this.manager.current?.catalogHash },
+    );
     if (!force && (await this.store.has(snapshot.catalogHash))) {
       await this.store.promote(snapshot.catalogHash, version, new Date().toISOString());
     } else {

@@ -26,6 +26,7 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
     cache: new RedisEmbeddingCache(redis, keys),
     lexical: config.search.lexical,
     hnsw: config.search.hnsw,
+    retention: config.queue.retention,
   };
   const worker = new Worker<BuildJobData, BuildJobResult>(
     keys.indexQueue,
