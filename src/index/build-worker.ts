@@ -11,7 +11,9 @@ import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { buildSearchIndex } from './search-index.js';
 import type { BuildReply, BuildRequest, BuildWorkerData } from './worker-builder.js';
 
-const { embedding, lexical, hnsw } = workerData as BuildWorkerData;
+const { embedding, lexical, hnsw, cancel } = workerData as BuildWorkerData;
+const cancelFlag = new Int32Array(cancel);
+const cancelled = () => Atomics.load(cancelFlag, 0) === 1;
 let embedder: Promise<Embedder> | undefined;
 // Kept across builds, so a catalog change re-embeds only the tools whose text changed.
 const cache = new MemoryEmbeddingCache();
@@ -24,10 +26,11 @@ parentPort!.on('message', (request: BuildRequest) => {
 });
 
 async function build({ id, catalogHash, entries }: BuildRequest): Promise<BuildReply> {
+  if (cancelled()) throw new Error('the index builder is closed');
   embedder ??= createEmbedder(embedding);
   // Only what the build reads crosses the thread boundary; the rest of CatalogEntry is not needed here.
   const snapshot = { catalogHash, entries: entries.map(([name, text]) => ({ tool: { name }, text }) as CatalogEntry) };
-  const { index, stats } = await buildSearchIndex(snapshot, { embedder: await embedder, cache, lexical, hnsw });
+  const { index, stats } = await buildSearchIndex(snapshot, { embedder: await embedder, cache, lexical, hnsw, cancelled });
   const bytes = serializeIndex(index, hnsw);
   // A Buffer may be a view into a shared pool; a transferable copy owns exactly its bytes.
   const artifact = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes.buffer : bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);

@@ -36,10 +36,11 @@ export interface HnswSettings {
  */
 export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 100, efSearch: 512, exactThreshold: 2048 };
 
-export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW): VectorIndex {
+/** `checkpoint`, called now and then while a graph is built, throws to stop the build. */
+export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW, checkpoint?: () => void): VectorIndex {
   return names.length <= settings.exactThreshold
     ? new ExactVectorIndex(names, vectors)
-    : HnswVectorIndex.build(names, vectors, settings);
+    : HnswVectorIndex.build(names, vectors, settings, checkpoint);
 }
 
 /** Brute-force scan over one contiguous matrix; exact, and for small catalogs the fastest option. */
@@ -102,12 +103,15 @@ export class HnswVectorIndex implements VectorIndex {
     private readonly exactVisible = DEFAULT_HNSW.exactThreshold,
   ) {}
 
-  static build(names: readonly string[], vectors: readonly Float32Array[], settings: HnswSettings): HnswVectorIndex {
+  static build(names: readonly string[], vectors: readonly Float32Array[], settings: HnswSettings, checkpoint?: () => void): HnswVectorIndex {
     const dimensions = vectors[0]?.length ?? 1;
     const index = new hnswlib.HierarchicalNSW('cosine', dimensions);
     // A fixed seed makes the graph, and so the results, the same on every instance that builds this catalog.
     index.initIndex(Math.max(1, names.length), settings.m, settings.efConstruction, 100);
-    vectors.forEach((vector, label) => index.addPoint(Array.from(vector), label));
+    vectors.forEach((vector, label) => {
+      if (label % 1024 === 0) checkpoint?.();
+      index.addPoint(Array.from(vector), label);
+    });
     return new HnswVectorIndex(names, index, settings.efSearch, settings.exactThreshold);
   }
 

@@ -15,6 +15,8 @@ export interface BuildWorkerData {
   embedding: EmbedderOptions;
   lexical: LexicalSettings;
   hnsw: HnswSettings;
+  /** One Int32; set to 1 to make the thread abandon its build at the next checkpoint. */
+  cancel: SharedArrayBuffer;
 }
 
 export interface BuildRequest {
@@ -36,10 +38,11 @@ export class WorkerIndexBuilder implements IndexBuilder {
   private worker: Worker | undefined;
   private nextId = 0;
   private closed = false;
+  private readonly cancel = new SharedArrayBuffer(4);
   private readonly waiting = new Map<number, { resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
 
   constructor(
-    private readonly options: BuildWorkerData & { onBuilt?: (stats: BuildStats, index: SearchIndex) => void },
+    private readonly options: Omit<BuildWorkerData, 'cancel'> & { onBuilt?: (stats: BuildStats, index: SearchIndex) => void },
   ) {}
 
   async build(snapshot: CatalogSnapshot): Promise<SearchIndex> {
@@ -61,18 +64,27 @@ export class WorkerIndexBuilder implements IndexBuilder {
     return index;
   }
 
-  /** Stops the thread at once; a build in flight fails (shutdown need not wait out a 100k-tool build). */
-  async close(): Promise<void> {
+  /**
+   * Stops the thread; a build in flight is abandoned at its next checkpoint (within about a second), not waited out.
+   * Terminating a thread while it is inside native code (onnxruntime, hnswlib) aborts the whole process, so the thread
+   * is asked first and terminated once it has stopped, or after `graceMs`.
+   */
+  async close(graceMs = 10_000): Promise<void> {
     this.closed = true;
+    Atomics.store(new Int32Array(this.cancel), 0, 1);
     const worker = this.worker;
     this.worker = undefined;
-    await worker?.terminate();
+    if (!worker) return;
+    // Bounded: polls every 20 ms for at most graceMs.
+    const deadline = performance.now() + graceMs;
+    while (this.waiting.size > 0 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await worker.terminate();
   }
 
   private thread(): Worker {
     if (this.worker) return this.worker;
     const { embedding, lexical, hnsw } = this.options;
-    const worker = new Worker(workerFile(), { workerData: { embedding, lexical, hnsw } satisfies BuildWorkerData });
+    const worker = startThread(workerFile(), { embedding, lexical, hnsw, cancel: this.cancel });
     // A build thread alone must not keep the process running.
     worker.unref();
     const fail = (error: Error) => {
@@ -93,10 +105,22 @@ export class WorkerIndexBuilder implements IndexBuilder {
 }
 
 /**
- * The thread's module, next to this one and with this module's extension: `.ts` when run through tsx (a Worker
- * inherits the `--import tsx` of its process), `.js` when run from the compiled `dist/`.
+ * The thread's module, next to this one and with this module's extension: `.js` when run from the compiled `dist/`,
+ * `.ts` when run through tsx (tests, `npm run dev`).
  */
 function workerFile(): URL {
   const extension = path.extname(fileURLToPath(import.meta.url));
   return new URL(`./build-worker${extension}`, import.meta.url);
+}
+
+/**
+ * Compiled JavaScript loads directly. TypeScript needs tsx in the thread too: a Worker inherits `--import tsx` in its
+ * execArgv, but on Node 20 the loader hooks that flag registers do not reach worker threads, so the thread registers
+ * tsx's loader itself before importing the module (tsx is resolved here, where it is known to be loaded).
+ */
+function startThread(file: URL, workerData: BuildWorkerData): Worker {
+  if (!file.pathname.endsWith('.ts')) return new Worker(file, { workerData });
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const bootstrap = `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(file.href)}); });`;
+  return new Worker(bootstrap, { eval: true, workerData });
 }
