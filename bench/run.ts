@@ -25,7 +25,7 @@ import { IndexManager } from '../src/index/manager.js';
 import { ExactVectorIndex, HnswVectorIndex } from '../src/index/vector.js';
 import { buildSearchIndex, type SearchIndex } from '../src/index/search-index.js';
 import { SearchService, type SearchMode } from '../src/search/search.js';
-import { createToolrouter, listen } from '../src/server.js';
+import { createToolrouter } from '../src/server.js';
 import { baseTools, generateCatalog } from './catalog.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -61,9 +61,34 @@ interface SizeResult {
   inProcess: Record<string, Stats>;
   fastMcp: { buildMs: number; search: Stats };
   liteLlm: { buildMs: number; search: Stats };
-  http?: { putToReadyMs: number; search: Stats; throughput: { clients: number; requests: number; seconds: number; rps: number }; rssMb: number };
+  http?: HttpResult;
   httpSkipped?: string;
   tokens: { catalog: number; virtualTools: number; answer: number; answerResults: number };
+}
+
+interface Throughput {
+  clients: number;
+  requests: number;
+  seconds: number;
+  rps: number;
+}
+
+/** One kind of caller over HTTP against a server process of its own: latency (one client) and throughput (8). */
+interface HttpCase {
+  search: Stats;
+  throughput: Throughput;
+  /** Share of requests answered with at least one result. */
+  answered: number;
+}
+
+interface HttpResult {
+  /** PUT of the whole catalog to its index status showing it indexed (cold: a new server process). */
+  putToReadyMs: number;
+  /** Resident memory of the server process after the build and the load (worker thread included). */
+  rssMb: number;
+  /** The same, right after the build (before any search). */
+  rssBuiltMb: number;
+  cases: Record<string, HttpCase>;
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -118,7 +143,7 @@ function benchConfig(overrides: Record<string, unknown> = {}): Config {
   return loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent', ...overrides });
 }
 
-async function runSize(size: number, options: { queries: number; httpMax: number }): Promise<SizeResult> {
+async function runSize(size: number, options: { queries: number; httpMax: number; keysMax: number }): Promise<SizeResult> {
   const { source: baseSource } = baseTools();
   // The bench's own copy of the input is dropped while the router is measured (a server keeps only its catalog, not
   // the request it came in) and generated again, identically, for the reference rankers and the token report.
@@ -172,49 +197,15 @@ async function runSize(size: number, options: { queries: number; httpMax: number
   let httpSkipped: string | undefined;
   let virtualTools: Tool[];
   {
-    const router = await createToolrouter(benchConfig({ port: 0, host: '127.0.0.1', bodyLimit: '1gb' }), { embedder });
+    // Only for the virtual tool definitions in the token report: no catalog, no listener.
+    const router = await createToolrouter(benchConfig(), { embedder });
     virtualTools = router.mcp.gateway.virtualTools();
-    if (size <= options.httpMax) {
-      const server = await listen(router);
-      const address = server.address();
-      const base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-      const started = performance.now();
-      const put = await fetch(`${base}/v1/catalog/sources/bench`, {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ tools }),
-      });
-      if (!put.ok) throw new Error(`PUT catalog: ${put.status} ${await put.text()}`);
-      const { catalogHash } = (await put.json()) as { catalogHash: string };
-      for (;;) {
-        const status = (await (await fetch(`${base}/v1/index/status`)).json()) as { state: string; indexedHash: string | null; lastError?: string };
-        if (status.indexedHash === catalogHash && status.state === 'ready') break;
-        if (status.state === 'failed') throw new Error(`index build failed: ${status.lastError}`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      const putToReadyMs = performance.now() - started;
-      // Latency and throughput come from a separate client process (bench/load.ts): a client in this process would
-      // share the server's event loop and halve what the server can do.
-      const queriesFile = path.join(os.tmpdir(), `toolrouter-bench-queries-${process.pid}.json`);
-      writeFileSync(queriesFile, JSON.stringify(queries));
-      const clients = 8;
-      const load = JSON.parse(
-        await runNode([path.join(ROOT, 'bench/load.ts'), base, queriesFile, String(n), String(clients), String(20 * n), '5']),
-      ) as { latencies: number[]; clients: number; requests: number; seconds: number };
-      rmSync(queriesFile, { force: true });
-      global.gc?.();
-      http = {
-        putToReadyMs,
-        search: stats(load.latencies),
-        throughput: { clients, requests: load.requests, seconds: load.seconds, rps: load.requests / load.seconds },
-        rssMb: mb(process.memoryUsage().rss),
-      };
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections?.();
-    } else {
-      httpSkipped = `HTTP skipped above ${options.httpMax} tools (--http-max)`;
-    }
     await router.close();
+  }
+  if (size <= options.httpMax) {
+    http = await measureHttp(tools, queries, n, size <= options.keysMax);
+  } else {
+    httpSkipped = `HTTP skipped above ${options.httpMax} tools (--http-max)`;
   }
   const virtualTokens = countTokens(JSON.stringify(virtualTools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }))));
   // A typical search_tools answer: the JSON text content the MCP gateway returns for 5 results (averaged over queries).
@@ -252,6 +243,124 @@ async function runSize(size: number, options: { queries: number; httpMax: number
     ...(httpSkipped ? { httpSkipped } : {}),
     tokens: { catalog: catalogTokens, virtualTools: virtualTokens, answer: Math.round(answerTokens / sample.length), answerResults: answerResults / sample.length },
   };
+}
+
+const BENCH_ADMIN_KEY = 'bench-admin-key-0123456789abcdef';
+
+/**
+ * What users hit: a server in its own process (as `npm start` runs it: no Redis, builds in a worker thread), the catalog
+ * PUT over HTTP, then searches from a separate client process. The open service (no key) is measured on one server;
+ * with `keyed`, a second server with ADMIN_KEY measures the admin key and keys that see 1% and 50% of the catalog.
+ */
+async function measureHttp(tools: Tool[], queries: string[], n: number, keyed: boolean): Promise<HttpResult> {
+  const queriesFile = path.join(os.tmpdir(), `toolrouter-bench-queries-${process.pid}.json`);
+  writeFileSync(queriesFile, JSON.stringify(queries));
+  // Regex mode gets a word of each query: a pattern that matches some tools, as a user's would.
+  const regexFile = path.join(os.tmpdir(), `toolrouter-bench-regex-${process.pid}.json`);
+  writeFileSync(regexFile, JSON.stringify(queries.map((query) => query.split(/\s+/).find((word) => word.length > 3) ?? query)));
+  const load = async (base: string, file: string, key = '', mode = ''): Promise<HttpCase> => {
+    const result = JSON.parse(
+      await runNode([path.join(ROOT, 'bench/load.ts'), base, file, String(n), '8', String(20 * n), '5', key, mode]),
+    ) as { latencies: number[]; clients: number; requests: number; seconds: number; answered: number };
+    return {
+      search: stats(result.latencies),
+      throughput: { clients: result.clients, requests: result.requests, seconds: result.seconds, rps: result.requests / result.seconds },
+      answered: result.answered / (result.latencies.length + 50 + result.requests),
+    };
+  };
+  const cases: Record<string, HttpCase> = {};
+  try {
+    const open = await startServer({});
+    try {
+      const putToReadyMs = await putCatalog(open.base, tools, {});
+      const rssBuiltMb = open.rssMb();
+      cases['open (no key)'] = await load(open.base, queriesFile);
+      cases['regex (no key)'] = await load(open.base, regexFile, '', 'regex');
+      const rssMb = open.rssMb();
+      if (keyed) {
+        // Its own server: a service with ADMIN_KEY set refuses callers without a key.
+        await open.stop();
+        const closed = await startServer({ ADMIN_KEY: BENCH_ADMIN_KEY });
+        try {
+          const admin = { authorization: `Bearer ${BENCH_ADMIN_KEY}` };
+          await putCatalog(closed.base, tools, admin);
+          const keyFor = async (share: number) => {
+            const every = Math.round(1 / share);
+            const allowed = tools.filter((_, i) => i % every === 0).map((tool) => tool.name);
+            const reply = await fetch(`${closed.base}/key/generate`, {
+              method: 'POST',
+              headers: { ...admin, 'content-type': 'application/json' },
+              body: JSON.stringify({ allowed_tools: allowed }),
+            });
+            if (!reply.ok) throw new Error(`key/generate: ${reply.status} ${await reply.text()}`);
+            return ((await reply.json()) as { key: string }).key;
+          };
+          cases['admin key'] = await load(closed.base, queriesFile, BENCH_ADMIN_KEY);
+          cases['key seeing 1%'] = await load(closed.base, queriesFile, await keyFor(0.01));
+          cases['key seeing 50%'] = await load(closed.base, queriesFile, await keyFor(0.5));
+        } finally {
+          await closed.stop();
+        }
+      }
+      return { putToReadyMs, rssMb, rssBuiltMb, cases };
+    } finally {
+      await open.stop();
+    }
+  } finally {
+    rmSync(queriesFile, { force: true });
+    rmSync(regexFile, { force: true });
+  }
+}
+
+/** bench/serve.ts in a new process; resolves once it listens. */
+async function startServer(env: Record<string, string>): Promise<{ base: string; rssMb(): number; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/serve.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const line = out.split('\n').find((candidate) => candidate.startsWith('{'));
+      if (line) resolve((JSON.parse(line) as { port: number }).port);
+    });
+    child.once('exit', (code) => reject(new Error(`bench server exited with ${code} before listening`)));
+  });
+  let stopped = false;
+  return {
+    base: `http://127.0.0.1:${port}`,
+    // The process's resident set as the kernel counts it: every thread, native allocations included.
+    rssMb: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** PUT the catalog as one static source and wait until the index status shows it indexed; milliseconds. */
+async function putCatalog(base: string, tools: Tool[], headers: Record<string, string>): Promise<number> {
+  const started = performance.now();
+  const put = await fetch(`${base}/v1/catalog/sources/bench`, {
+    method: 'PUT',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ tools }),
+  });
+  if (!put.ok) throw new Error(`PUT catalog: ${put.status} ${await put.text()}`);
+  const { catalogHash } = (await put.json()) as { catalogHash: string };
+  // Bounded by the build: 20 ms polls for at most 10 minutes.
+  for (const deadline = performance.now() + 600_000; performance.now() < deadline; ) {
+    const status = (await (await fetch(`${base}/v1/index/status`, { headers })).json()) as { state: string; indexedHash: string | null; lastError?: string };
+    if (status.indexedHash === catalogHash && status.state === 'ready') return performance.now() - started;
+    if (status.state === 'failed') throw new Error(`index build failed: ${status.lastError}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('index not ready after 10 minutes');
 }
 
 /** Recall@10 of the HNSW graph against an exact scan over the same vectors (read back from the graph), per query. */
@@ -296,7 +405,8 @@ function report(results: SizeResult[], command: string, seconds: number, load: [
     '"FastMCP BM25" and "LiteLLM overlap" are **reproductions** of those peers\' rankers (`src/eval/baselines.ts`), not their code; ' +
       'the ratio is how many times slower (>1×) or faster (<1×) the reference is than toolrouter hybrid on the same catalog and queries. ' +
       'Latencies are milliseconds; "in-process" is `SearchService.search` (query embedding included), "HTTP" is `POST /v1/tools/search` ' +
-      'over loopback keep-alive from a separate client process (`bench/load.ts`), one client; throughput uses 8 concurrent clients in that process for at most 5 s. ' +
+      'to a server in its own process (`bench/serve.ts`: no Redis, index builds in its worker thread) over loopback keep-alive from a separate ' +
+      'client process (`bench/load.ts`), one client; throughput uses 8 concurrent clients in that process for at most 5 s. ' +
       '"vector recall@10" is the share of an exact scan\'s top 10 that the vector index returns for the distinct bench queries (1 for the exact index).',
     '',
   );
@@ -304,11 +414,26 @@ function report(results: SizeResult[], command: string, seconds: number, load: [
   lines.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of results) {
     const h = r.inProcess.hybrid!;
+    const open = r.http?.cases['open (no key)'];
     lines.push(
       `| ${int(r.size)} | ${r.indexKind} | ${ms(r.buildColdMs)} ms | ${ms(r.buildWarmMs)} ms | ${(mb(r.indexBytes)).toFixed(1)} MB | ${r.rssMb.toFixed(0)} MB | ` +
         `${ms(h.p50)} / ${ms(h.p99)} | ${ms(r.inProcess.bm25!.p50)} | ${ms(r.inProcess.vector!.p50)} | ${r.vectorRecall.toFixed(3)} | ${ms(r.queryEmbed.p50)} | ` +
-        (r.http ? `${ms(r.http.search.p50)} / ${ms(r.http.search.p99)} | ${int(r.http.throughput.rps)} |` : 'skipped | skipped |'),
+        (open ? `${ms(open.search.p50)} / ${ms(open.search.p99)} | ${int(open.throughput.rps)} |` : 'skipped | skipped |'),
     );
+  }
+  lines.push('', '### Over HTTP, by caller', '');
+  lines.push(
+    'Hybrid search unless the row says regex (a word of each bench query as the pattern). "no key" is a service without ADMIN_KEY; the admin ' +
+      'and restricted keys run against a second server with ADMIN_KEY set, the restricted keys allowed every 100th or every 2nd tool. ' +
+      '"answered" is the share of requests with at least one result.',
+    '',
+  );
+  lines.push('| tools | caller | HTTP p50 / p99 | req/s (8 clients) | answered |');
+  lines.push('| --- | --- | --- | --- | --- |');
+  for (const r of results) {
+    for (const [caller, c] of Object.entries(r.http?.cases ?? {})) {
+      lines.push(`| ${int(r.size)} | ${caller} | ${ms(c.search.p50)} / ${ms(c.search.p99)} | ${int(c.throughput.rps)} | ${(100 * c.answered).toFixed(0)}% |`);
+    }
   }
   lines.push('', '### Reference rankers on the same catalogs', '');
   lines.push('| tools | ranker | build | search p50 / p99 | p50 vs toolrouter hybrid |');
@@ -321,14 +446,14 @@ function report(results: SizeResult[], command: string, seconds: number, load: [
     lines.push(`| ${int(r.size)} | LiteLLM overlap (reproduction) | ${ms(r.liteLlm.buildMs)} ms | ${ms(r.liteLlm.search.p50)} / ${ms(r.liteLlm.search.p99)} | ${ratio(h.p50, r.liteLlm.search.p50)} |`);
   }
   lines.push('', '### Build and server details', '');
-  lines.push('| tools | model load | catalog (hash, text) | cold build (embedded) | warm build (embedded) | PUT → searchable over HTTP | HTTP throughput run | RSS with server |');
-  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  lines.push('| tools | model load | catalog (hash, text) | cold build (embedded) | warm build (embedded) | PUT → searchable over HTTP (cold server) | server RSS after build / after load |');
+  lines.push('| --- | --- | --- | --- | --- | --- | --- |');
   for (const r of results) {
     lines.push(
       `| ${int(r.size)} | ${ms(r.modelLoadMs)} ms | ${ms(r.catalogMs)} ms | ${ms(r.buildColdMs)} ms (${int(r.embeddedCold)}) | ${ms(r.buildWarmMs)} ms (${int(r.embeddedWarm)}) | ` +
         (r.http
-          ? `${ms(r.http.putToReadyMs)} ms | ${int(r.http.throughput.requests)} req in ${r.http.throughput.seconds.toFixed(1)} s | ${r.http.rssMb.toFixed(0)} MB |`
-          : `${r.httpSkipped} | | |`),
+          ? `${ms(r.http.putToReadyMs)} ms | ${r.http.rssBuiltMb.toFixed(0)} MB / ${r.http.rssMb.toFixed(0)} MB |`
+          : `${r.httpSkipped} | |`),
     );
   }
   lines.push('', '### Token report (o200k_base, gpt-tokenizer)', '');
@@ -390,14 +515,16 @@ async function main(): Promise<void> {
   const quick = process.argv.includes('--quick');
   const queries = Number(arg('--queries') ?? (quick ? 300 : 1000));
   const httpMax = Number(arg('--http-max') ?? 100_000);
+  // Keyed HTTP cases need a second server (and build); above this size only the open service is measured.
+  const keysMax = Number(arg('--keys-max') ?? 10_000);
   const child = arg('--child');
   if (child) {
-    const result = await runSize(Number(child), { queries, httpMax });
+    const result = await runSize(Number(child), { queries, httpMax, keysMax });
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return;
   }
   const sizes = (arg('--sizes') ?? (quick ? '1000' : '1000,10000,100000')).split(',').map((s) => Number(s.replace(/_/g, '')));
-  const passthrough = ['--queries', String(queries), '--http-max', String(httpMax)];
+  const passthrough = ['--queries', String(queries), '--http-max', String(httpMax), '--keys-max', String(keysMax)];
   const started = performance.now();
   const loadAtStart = os.loadavg()[0]!;
   const results: SizeResult[] = [];
@@ -405,6 +532,8 @@ async function main(): Promise<void> {
     process.stderr.write(`bench: ${size} tools…\n`);
     const result = await runChild(size, passthrough);
     process.stderr.write(`bench: ${size} tools done (build ${ms(result.buildColdMs)} ms, hybrid p50 ${ms(result.inProcess.hybrid!.p50)} ms)\n`);
+    // Each size's figures as soon as they exist, so a long run that is stopped still leaves its numbers.
+    process.stderr.write(`${JSON.stringify(result)}\n`);
     results.push(result);
   }
   const command = ['npm run bench', ...(process.argv.slice(2).length ? ['--', ...process.argv.slice(2)] : [])].join(' ');

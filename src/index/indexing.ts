@@ -10,6 +10,8 @@ import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { LocalIndexBuilder } from './local-builder.js';
 import { LocalIndexPipeline } from './local-pipeline.js';
 import { IndexManager, type IndexPipeline } from './manager.js';
+import type { BuildStats, SearchIndex } from './search-index.js';
+import { WorkerIndexBuilder } from './worker-builder.js';
 import { RedisIndexPipeline } from './redis/redis-pipeline.js';
 
 export interface Indexing {
@@ -25,21 +27,30 @@ export interface Indexing {
  * Sets up how the catalog becomes a live index: through Redis and BullMQ workers when `redisUrl` is set (shared by
  * every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
  */
-export async function startIndexing(config: Config, catalog: Catalog, embedder: Embedder, log: Logger): Promise<Indexing> {
+export async function startIndexing(
+  config: Config,
+  catalog: Catalog,
+  embedder: Embedder,
+  log: Logger,
+  /**
+   * In-process builds run in a worker thread, which makes its own embedder from `config.embedding`. An embedder handed
+   * in by the caller (a test's stand-in) cannot cross into a thread, so with `inThread: false` builds use it here.
+   */
+  options: { inThread?: boolean } = {},
+): Promise<Indexing> {
   if (!config.redisUrl) {
     const indexes = new IndexManager(catalog.snapshot());
-    const builder = new LocalIndexBuilder({
-      embedder,
-      cache: new MemoryEmbeddingCache(),
-      lexical: config.search.lexical,
-      hnsw: config.search.hnsw,
-      onBuilt: (stats, index) => {
-        indexBuildDuration.observe(stats.durationMs / 1000);
-        indexTexts.inc({ cache: 'miss' }, stats.embedded);
-        indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
-        log.info({ ...stats, catalogHash: index.catalogHash }, 'index built');
-      },
-    });
+    const onBuilt = (stats: BuildStats, index: SearchIndex) => {
+      indexBuildDuration.observe(stats.durationMs / 1000);
+      indexTexts.inc({ cache: 'miss' }, stats.embedded);
+      indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
+      log.info({ ...stats, catalogHash: index.catalogHash }, 'index built');
+    };
+    const settings = { lexical: config.search.lexical, hnsw: config.search.hnsw, onBuilt };
+    const builder =
+      options.inThread === false
+        ? new LocalIndexBuilder({ embedder, cache: new MemoryEmbeddingCache(), ...settings })
+        : new WorkerIndexBuilder({ embedding: config.embedding, ...settings });
     const pipeline = new LocalIndexPipeline(indexes, builder);
     follow(catalog, indexes, pipeline, log);
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };

@@ -5,6 +5,8 @@ import type { SearchIndex } from './search-index.js';
 /** Turns a catalog snapshot into a search index. */
 export interface IndexBuilder {
   build(snapshot: CatalogSnapshot): Promise<SearchIndex>;
+  /** Releases what the builder holds (a build thread); called once no build runs. */
+  close?(): Promise<void>;
 }
 
 /**
@@ -39,6 +41,8 @@ export class LocalIndexPipeline implements IndexPipeline {
   }
 
   async close(): Promise<void> {
+    // The builder first: it may end a build in flight, which idle() would otherwise wait out.
+    await this.builder.close?.();
     await this.idle();
   }
 

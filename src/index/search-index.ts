@@ -21,7 +21,16 @@ export interface BuildOptions {
   cache?: EmbeddingCache;
   lexical?: LexicalSettings;
   hnsw?: HnswSettings;
+  /** Polled between steps of the build; when it says so, the build stops with a BuildCancelledError. */
+  cancelled?: () => boolean;
 }
+
+export class BuildCancelledError extends Error {
+  override readonly name = 'BuildCancelledError';
+}
+
+/** Texts embedded per call when a build can be cancelled: the points at which it checks. */
+const EMBED_CHUNK = 2048;
 
 export interface BuildStats {
   tools: number;
@@ -39,7 +48,11 @@ export async function buildSearchIndex(
   const names = entries.map((entry) => entry.tool.name);
   // Derived here rather than kept on every catalog entry: a second copy of each tool's text was ~60 MB of heap at 100k tools.
   const texts = entries.map((entry) => embeddingText(entry.text));
-  const { vectors, embedded } = await embedWithCache(texts, options.embedder, options.cache);
+  const checkpoint = () => {
+    if (options.cancelled?.()) throw new BuildCancelledError('the index build was cancelled');
+  };
+  const { vectors, embedded } = await embedWithCache(texts, options.embedder, options.cache, options.cancelled && checkpoint);
+  checkpoint();
   const index: SearchIndex = {
     catalogHash: snapshot.catalogHash,
     model: options.embedder.modelId,
@@ -49,7 +62,7 @@ export async function buildSearchIndex(
       entries.map((entry) => ({ name: entry.tool.name, text: entry.text })),
       options.lexical ?? DEFAULT_LEXICAL,
     ),
-    vectors: buildVectorIndex(names, vectors, options.hnsw ?? DEFAULT_HNSW),
+    vectors: buildVectorIndex(names, vectors, options.hnsw ?? DEFAULT_HNSW, checkpoint),
   };
   return { index, stats: { tools: entries.length, embedded, durationMs: performance.now() - started } };
 }
@@ -59,6 +72,8 @@ export async function embedWithCache(
   texts: readonly string[],
   embedder: Embedder,
   cache?: EmbeddingCache,
+  /** Called between chunks of texts; throws to stop. Without it all missing texts go to the embedder in one call. */
+  checkpoint?: () => void,
 ): Promise<{ vectors: Float32Array[]; embedded: number }> {
   const hashes = texts.map((text) => sha256(text));
   const cached = cache ? await cache.getMany(embedder.modelId, hashes) : texts.map(() => undefined);
@@ -69,7 +84,13 @@ export async function embedWithCache(
   const fresh = new Map<string, Float32Array>();
   if (missing.size > 0) {
     const missingHashes = [...missing.keys()];
-    const vectors = await embedder.embed([...missing.values()]);
+    const missingTexts = [...missing.values()];
+    const vectors: Float32Array[] = [];
+    const chunk = checkpoint ? EMBED_CHUNK : missingTexts.length;
+    for (let start = 0; start < missingTexts.length; start += chunk) {
+      checkpoint?.();
+      vectors.push(...(await embedder.embed(missingTexts.slice(start, start + chunk))));
+    }
     missingHashes.forEach((hash, i) => fresh.set(hash, vectors[i]!));
     await cache?.setMany(
       embedder.modelId,

@@ -1,11 +1,12 @@
-import RE2 from 're2';
-import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
+import type { Catalog, CatalogEntry, CatalogSnapshot } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
+import { LabelSet } from '../index/label-set.js';
 import type { ScoredName } from '../index/lexical.js';
 import type { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
 import { searchDuration, searchResults } from '../metrics.js';
+import { RegexHaystacks } from './regex.js';
 import { fuse, type FusedResult, type FusionMethod, type FusionWeights } from './fusion.js';
 
 export const SEARCH_MODES = ['hybrid', 'bm25', 'vector', 'regex'] as const;
@@ -42,8 +43,16 @@ export interface SearchRequest {
   mode?: SearchMode;
   weights?: Partial<FusionWeights>;
   fusion?: FusionMethod;
-  /** Restricts results to tools the caller may see; applied before ranking is cut to top_k. */
+  /**
+   * Restricts results to tools the caller may see; applied before ranking is cut to top_k. Leave it out for a caller
+   * who sees everything: any predicate, even one that accepts all, costs a per-request pass over the catalog.
+   */
   visible?: (entry: CatalogEntry) => boolean;
+  /**
+   * Names what `visible` accepts (an API key and its rules), so the set of visible tools is worked out once per key,
+   * index and catalog instead of on every request. Two requests with the same key must have the same `visible`.
+   */
+  visibilityKey?: string;
   /** Whose feedback counts (an API key id) when feedback.isolation is "key"; ignored when it is "global". */
   feedbackScope?: string;
 }
@@ -78,6 +87,14 @@ export async function queryEmbedding(embedder: Embedder, query: string): Promise
   return vector && vector.some((value) => value !== 0) ? vector : undefined;
 }
 
+/** Visibility keys whose label sets are kept per index (oldest dropped first). */
+const MAX_CACHED_LABEL_SETS = 32;
+/**
+ * Neighbours fetched unfiltered for a caller without a visibility key: the default efSearch, so the graph walk costs
+ * the same as for the top few, and at 10k tools several times cheaper than a walk calling a filter at every node.
+ */
+const UNFILTERED_CANDIDATES = 512;
+
 export class IndexNotReadyError extends Error {
   override readonly name = 'IndexNotReadyError';
 }
@@ -89,6 +106,10 @@ export class IndexNotReadyError extends Error {
 export class SearchService {
   private readonly pinned: Set<string>;
   private current: SearchSettings;
+  /** Visible label sets by visibility key, per live index and for the catalog snapshot they were computed against. */
+  /** Regex mode's prepared text, per catalog snapshot. */
+  private readonly haystacks = new WeakMap<CatalogSnapshot, RegexHaystacks>();
+  private readonly labelSets = new WeakMap<SearchIndex, { snapshot: CatalogSnapshot; byKey: Map<string, LabelSet> }>();
 
   constructor(
     private readonly catalog: Catalog,
@@ -150,7 +171,8 @@ export class SearchService {
       const entry = this.catalog.get(name);
       return entry !== undefined && visible(entry);
     };
-    const ranked = await this.rank(live, query, mode, request, request.visible || this.pinned.size > 0 ? accept : undefined);
+    const filtered = request.visible !== undefined || this.pinned.size > 0;
+    const ranked = await this.rank(live, query, mode, request, filtered ? accept : undefined, request.visibilityKey);
     const results: SearchHit[] = [];
     for (const candidate of ranked) {
       if (results.length >= topK) break;
@@ -167,6 +189,7 @@ export class SearchService {
     mode: SearchMode,
     request: SearchRequest,
     accept: ((name: string) => boolean) | undefined,
+    visibilityKey: string | undefined,
   ): Promise<FusedResult[]> {
     const limit = this.settings.candidates;
     const weights = { ...this.settings.weights, ...request.weights };
@@ -177,11 +200,50 @@ export class SearchService {
     const lexical = useLexical ? live.lexical.search(query, limit, accept) : [];
     // One embedding serves both the vector index and the feedback's recorded queries.
     const vector = useVector || useFeedback ? await this.embedQuery(live, query, useVector) : undefined;
-    const semantic = useVector && vector ? live.vectors.search(vector, limit, accept) : [];
+    const semantic = useVector && vector ? this.nearest(live, vector, limit, accept, visibilityKey) : [];
     if (mode === 'bm25') return lexical.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
     if (mode === 'vector') return semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } }));
     const feedback = useFeedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [];
     return fuse(lexical, semantic, { ...weights, feedback: feedbackWeight }, request.fusion ?? this.settings.fusion, feedback);
+  }
+
+  /**
+   * The nearest tools `accept` takes. A keyed caller's visible set is kept, so its search filters by label (the vector
+   * index picks an exact scan or a graph walk by its size). Otherwise the index is asked for as many neighbours as one
+   * graph walk explores anyway and those are filtered by name (pinned tools, a gateway's own tools); only when too few
+   * pass is the visible set worked out for this request.
+   */
+  private nearest(
+    live: SearchIndex,
+    vector: Float32Array,
+    limit: number,
+    accept: ((name: string) => boolean) | undefined,
+    visibilityKey: string | undefined,
+  ): ScoredName[] {
+    if (!accept) return live.vectors.search(vector, limit);
+    if (visibilityKey !== undefined) return live.vectors.search(vector, limit, this.visibleLabels(live, accept, visibilityKey));
+    const wide = Math.min(live.vectors.size, Math.max(UNFILTERED_CANDIDATES, limit));
+    const hits = live.vectors.search(vector, wide).filter((hit) => accept(hit.name));
+    if (hits.length >= limit || wide === live.vectors.size) return hits.slice(0, limit);
+    return live.vectors.search(vector, limit, LabelSet.of(live.vectors.names, accept));
+  }
+
+  /** The live index's labels `accept` takes; kept per visibility key until the index or the catalog changes. */
+  private visibleLabels(live: SearchIndex, accept: (name: string) => boolean, key: string): LabelSet {
+    const snapshot = this.catalog.snapshot();
+    let cached = this.labelSets.get(live);
+    if (cached?.snapshot !== snapshot) {
+      cached = { snapshot, byKey: new Map() };
+      this.labelSets.set(live, cached);
+    }
+    let labels = cached.byKey.get(key);
+    if (!labels) {
+      labels = LabelSet.of(live.vectors.names, accept);
+      // Bounded: each set is a byte per tool plus, when small, its gathered vectors.
+      if (cached.byKey.size >= MAX_CACHED_LABEL_SETS) cached.byKey.delete(cached.byKey.keys().next().value!);
+      cached.byKey.set(key, labels);
+    }
+    return labels;
   }
 
   private async embedQuery(live: SearchIndex, query: string, forIndex: boolean): Promise<Float32Array | undefined> {
@@ -203,20 +265,14 @@ export class SearchService {
 
   /** RE2 has no backtracking, so an untrusted pattern runs in linear time; an invalid one matches nothing. */
   private regex(pattern: string, topK: number, visible: (entry: CatalogEntry) => boolean): SearchHit[] {
-    let matcher: RE2;
-    try {
-      matcher = new RE2(pattern, 'i');
-    } catch {
-      return [];
+    const snapshot = this.catalog.snapshot();
+    let haystacks = this.haystacks.get(snapshot);
+    if (!haystacks) {
+      haystacks = new RegexHaystacks(snapshot.entries);
+      this.haystacks.set(snapshot, haystacks);
     }
-    const results: SearchHit[] = [];
-    for (const entry of this.catalog.snapshot().entries) {
-      if (results.length >= topK) break;
-      const { tool } = entry;
-      if (this.pinned.has(tool.name) || !visible(entry)) continue;
-      const haystack = `${tool.name}\n${tool.title ?? ''}\n${tool.description ?? ''}`;
-      if (matcher.test(haystack)) results.push({ tool, score: 1, scores: {} });
-    }
-    return results;
+    return haystacks
+      .match(pattern, topK, (entry) => !this.pinned.has(entry.tool.name) && visible(entry))
+      .map((entry) => ({ tool: entry.tool, score: 1, scores: {} }));
   }
 }

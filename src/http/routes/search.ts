@@ -4,6 +4,8 @@ import { SEARCH_MODES } from '../../search/search.js';
 import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf } from '../auth.js';
+import type { Access } from '../../auth/access.js';
+import type { CatalogEntry } from '../../catalog/catalog.js';
 import { catalogViews } from '../catalog-views.js';
 
 const weight = z.number().finite().min(0, 'must be 0 or more').max(1000);
@@ -35,8 +37,9 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
       mode: body.mode,
       weights: body.weights,
       fusion: body.fusion,
-      // A key's search ranks only what it may see, so neither results nor their order tell it about other tools.
-      visible: (entry) => access.canSee(entry),
+      // A key's search ranks only what it may see, so neither results nor their order tell it about other tools. A
+      // caller who sees everything passes no filter: the index searches then run unfiltered.
+      ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: visibilityKey(access) } : {}),
       feedbackScope: access.scope,
     });
     res.json({
@@ -46,4 +49,9 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
   });
 
   return router;
+}
+
+/** What a restricted key may see, as a string: its visible set is computed once per distinct rule set and index. */
+function visibilityKey(access: Access): string {
+  return JSON.stringify([access.key?.allowedServers ?? null, access.key?.allowedTools ?? null]);
 }

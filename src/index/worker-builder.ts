@@ -1,0 +1,126 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { CatalogSnapshot } from '../catalog/catalog.js';
+import type { SearchableText } from '../catalog/text.js';
+import type { EmbedderOptions } from '../embedding/embedder.js';
+import { deserializeIndex } from './artifact.js';
+import type { LexicalSettings } from './lexical.js';
+import type { IndexBuilder } from './local-pipeline.js';
+import type { BuildStats, SearchIndex } from './search-index.js';
+import type { HnswSettings } from './vector.js';
+
+/** What the build thread is started with: the configuration slices a build needs (plain data). */
+export interface BuildWorkerData {
+  embedding: EmbedderOptions;
+  lexical: LexicalSettings;
+  hnsw: HnswSettings;
+  /** One Int32; set to 1 to make the thread abandon its build at the next checkpoint. */
+  cancel: SharedArrayBuffer;
+}
+
+export interface BuildRequest {
+  id: number;
+  catalogHash: string;
+  /** [tool name, searchable text] per catalog entry, in catalog order. */
+  entries: [string, SearchableText][];
+}
+
+export type BuildReply = { id: number; artifact: ArrayBuffer; stats: BuildStats } | { id: number; error: string };
+
+/**
+ * Builds indexes in a worker thread: the in-process pipeline's builder when no Redis is configured. Embedding every
+ * tool, BM25 and the HNSW graph for 100k tools take tens of seconds of CPU; on the API's thread they would stall every
+ * request for as long. The thread is started on the first build and kept (with its model and embedding cache); if it
+ * dies, the build in flight fails and the next one starts a new thread.
+ */
+export class WorkerIndexBuilder implements IndexBuilder {
+  private worker: Worker | undefined;
+  private nextId = 0;
+  private closed = false;
+  private readonly cancel = new SharedArrayBuffer(4);
+  private readonly waiting = new Map<number, { resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
+
+  constructor(
+    private readonly options: Omit<BuildWorkerData, 'cancel'> & { onBuilt?: (stats: BuildStats, index: SearchIndex) => void },
+  ) {}
+
+  async build(snapshot: CatalogSnapshot): Promise<SearchIndex> {
+    if (this.closed) throw new Error('the index builder is closed');
+    const id = this.nextId++;
+    const request: BuildRequest = {
+      id,
+      catalogHash: snapshot.catalogHash,
+      entries: snapshot.entries.map((entry) => [entry.tool.name, entry.text]),
+    };
+    const reply = await new Promise<BuildReply>((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.thread().postMessage(request);
+    });
+    if ('error' in reply) throw new Error(reply.error);
+    // The artifact is the same format a BullMQ worker stores in Redis; loading it is the only part on this thread.
+    const index = deserializeIndex(Buffer.from(reply.artifact), this.options.lexical);
+    this.options.onBuilt?.(reply.stats, index);
+    return index;
+  }
+
+  /**
+   * Stops the thread; a build in flight is abandoned at its next checkpoint (within about a second), not waited out.
+   * Terminating a thread while it is inside native code (onnxruntime, hnswlib) aborts the whole process, so the thread
+   * is asked first and terminated once it has stopped, or after `graceMs`.
+   */
+  async close(graceMs = 10_000): Promise<void> {
+    this.closed = true;
+    Atomics.store(new Int32Array(this.cancel), 0, 1);
+    const worker = this.worker;
+    this.worker = undefined;
+    if (!worker) return;
+    // Bounded: polls every 20 ms for at most graceMs.
+    const deadline = performance.now() + graceMs;
+    while (this.waiting.size > 0 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await worker.terminate();
+  }
+
+  private thread(): Worker {
+    if (this.worker) return this.worker;
+    const { embedding, lexical, hnsw } = this.options;
+    const worker = startThread(workerFile(), { embedding, lexical, hnsw, cancel: this.cancel });
+    // A build thread alone must not keep the process running.
+    worker.unref();
+    const fail = (error: Error) => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const pending of this.waiting.values()) pending.reject(error);
+      this.waiting.clear();
+    };
+    worker.on('message', (reply: BuildReply) => {
+      const pending = this.waiting.get(reply.id);
+      this.waiting.delete(reply.id);
+      pending?.resolve(reply);
+    });
+    worker.on('error', (error: unknown) => fail(new Error(`index build thread failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error })));
+    worker.on('exit', (code) => fail(new Error(`index build thread exited (code ${code})`)));
+    this.worker = worker;
+    return worker;
+  }
+}
+
+/**
+ * The thread's module, next to this one and with this module's extension: `.js` when run from the compiled `dist/`,
+ * `.ts` when run through tsx (tests, `npm run dev`).
+ */
+function workerFile(): URL {
+  const extension = path.extname(fileURLToPath(import.meta.url));
+  return new URL(`./build-worker${extension}`, import.meta.url);
+}
+
+/**
+ * Compiled JavaScript loads directly. TypeScript needs tsx in the thread too: a Worker inherits `--import tsx` in its
+ * execArgv, but on Node 20 the loader hooks that flag registers do not reach worker threads, so the thread registers
+ * tsx's loader itself before importing the module (tsx is resolved here, where it is known to be loaded).
+ */
+function startThread(file: URL, workerData: BuildWorkerData): Worker {
+  if (!file.pathname.endsWith('.ts')) return new Worker(file, { workerData });
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const bootstrap = `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(file.href)}); });`;
+  return new Worker(bootstrap, { eval: true, workerData });
+}
