@@ -16,6 +16,8 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
       mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
       weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }).strict().optional(),
       fusion: z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' }).optional(),
+      min_score: z.number().finite().min(0, 'must be 0 or more').max(1000).optional(),
+      rerank: z.boolean().optional(),
     })
     .strict();
 
@@ -33,6 +35,8 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
       mode: body.mode,
       weights: body.weights,
       fusion: body.fusion,
+      minScore: body.min_score,
+      rerank: body.rerank,
       // A key's search ranks only what it may see, so neither results nor their order tell it about other tools.
       visible: (entry) => access.canSee(entry),
       feedbackScope: access.scope,
@@ -40,6 +44,7 @@ export function searchRoutes({ search, maxQueryLength }: Pick<AppDependencies, '
     res.json({
       results: response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores })),
       index: response.index,
+      ...(response.fallback ? { fallback: response.fallback } : {}),
     });
   });
 
