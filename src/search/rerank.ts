@@ -127,7 +127,7 @@ export async function createReranker(
     return remoteReranker({ url: settings.url, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}), ...(settings.model ? { model: settings.model } : {}) });
   }
   if (!settings.model) throw new Error('search.rerank.model is required for the transformers reranker');
-  const encoder = await createCrossEncoder({ model: settings.model, ...models });
+  const encoder = await createCrossEncoder({ model: settings.model, modelsDir: models.modelsDir, allowRemoteModels: models.allowRemoteModels });
   // A local model cannot be interrupted mid-run; the timeout in rerankCandidates still keeps the fused order.
   return { score: (query, documents) => encoder.score(query, documents) };
 }

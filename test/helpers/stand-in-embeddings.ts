@@ -23,6 +23,8 @@ export interface Behaviour {
   wrongDimensions?: number;
   /** Never answer (until reset). */
   hang?: boolean;
+  /** Answer /rerank as Cohere and Jina do (`{results: [{index, relevance_score}]}`) instead of TEI's list. */
+  cohereShape?: boolean;
 }
 
 export interface StandInEmbeddings {
@@ -81,12 +83,14 @@ export async function startStandInEmbeddings(): Promise<StandInEmbeddings> {
         }
         if (req.url === '/rerank') {
           const words = new Set(String(body.query).toLowerCase().match(/[a-z0-9]+/g) ?? []);
-          const scores = (body.texts as string[]).map((text, index) => ({
+          const scores = ((body.texts ?? body.documents) as string[]).map((text, index) => ({
             index,
             score: (text.toLowerCase().match(/[a-z0-9]+/g) ?? []).filter((word) => words.has(word)).length,
           }));
+          scores.sort((a, b) => b.score - a.score);
+          const payload = behaviour.cohereShape ? { results: scores.map(({ index, score }) => ({ index, relevance_score: score })) } : scores;
           res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(scores.sort((a, b) => b.score - a.score)));
+          res.end(JSON.stringify(payload));
           return;
         }
         res.writeHead(404).end();
