@@ -122,7 +122,7 @@ describe('cross-encoder reranker through transformers.js (a test-built model)', 
     const scores = await reranker.score('forecast', ['send email', 'weather weather', 'weather forecast', 'nothing here'], new AbortController().signal);
     assert.deepEqual(scores, [1 - 1, 1 + 6, 1 + 3 + 1, 1]);
     const tool = (name: string, description: string) => ({ name, description, inputSchema: { type: 'object' as const } });
-    const candidates = [
+    const candidates: { tool: ReturnType<typeof tool>; score: number; scores: { rerank?: number } }[] = [
       { tool: tool('mail', 'send email'), score: 0.9, scores: {} },
       { tool: tool('sky', 'weather forecast'), score: 0.5, scores: {} },
       { tool: tool('tail', 'weather weather'), score: 0.1, scores: {} },
