@@ -51,6 +51,20 @@ export const searchResults = new Histogram({
   registers: [metrics],
 });
 
+export const searchFallbacks = new Counter({
+  name: 'toolrouter_search_fallbacks_total',
+  help: 'Ranked searches answered from BM25 alone because the query embedding failed or timed out',
+  labelNames: ['reason'] as const,
+  registers: [metrics],
+});
+
+export const searchReranks = new Counter({
+  name: 'toolrouter_search_reranks_total',
+  help: 'Reranker calls by outcome; on error or timeout the fused order is kept',
+  labelNames: ['outcome'] as const,
+  registers: [metrics],
+});
+
 export const indexBuildDuration = new Histogram({
   name: 'toolrouter_index_build_duration_seconds',
   help: 'Index builds run in this process (the in-process pipeline; workers build the shared one)',

@@ -19,6 +19,7 @@ import { RedisGate, RedisKeys } from './redis.js';
 import { RedisGeneration } from './redis-generation.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
+import { createReranker } from './search/rerank.js';
 
 export interface Toolrouter {
   config: Config;
@@ -57,7 +58,8 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   // Loaded before search starts, so the first search already counts every stored event.
   const feedback = await startFeedback(config, embedder, log);
   if (feedback) closers.push(() => feedback.close());
-  const search = new SearchService(catalog, indexes, embedder, config.search, feedback);
+  const reranker = await createReranker(config.search.rerank, config.embedding);
+  const search = new SearchService(catalog, indexes, embedder, config.search, feedback, reranker);
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
   const defaults = await startSearchDefaults(search, { redisUrl: config.redisUrl, prefix: config.queue.prefix, log });
   closers.push(() => defaults.close());

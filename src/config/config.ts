@@ -155,12 +155,33 @@ export const configSchema = z.object({
     .prefault({}),
   embedding: z
     .object({
+      /** `transformers`: a local transformers.js model; `openai`: an OpenAI-compatible POST /v1/embeddings server. */
+      provider: z.enum(['transformers', 'openai']).default('transformers'),
       model: z.string().min(1).default(OFFLINE_MODEL_ID),
       modelsDir: z.string().default(path.join(PROJECT_ROOT, 'models')),
       allowRemoteModels: z.boolean().default(false),
       batchSize: z.number().int().min(1).max(4096).default(64),
+      // Per-model settings; unset fields come from the model's preset (src/embedding/presets.ts).
+      pooling: z.enum(['mean', 'cls', 'last']).optional(),
+      normalize: z.boolean().optional(),
+      queryPrefix: z.string().max(1_000).optional(),
+      documentPrefix: z.string().max(1_000).optional(),
+      maxTokens: z.number().int().min(1).max(131_072).optional(),
+      quantized: z.boolean().optional(),
+      // The openai provider.
+      baseUrl: z.string().url().optional(),
+      /** From EMBEDDING_API_KEY; keep it out of config files. */
+      apiKey: z.string().min(1).optional(),
+      dimensions: z.coerce.number().int().min(1).max(65_536).optional(),
+      concurrency: z.number().int().min(1).max(64).default(4),
+      retries: z.number().int().min(0).max(20).default(4),
+      timeoutMs: z.number().int().min(1).max(600_000).default(30_000),
     })
-    .prefault({}),
+    .prefault({})
+    .refine((embedding) => embedding.provider !== 'openai' || embedding.baseUrl !== undefined, {
+      message: 'embedding.provider "openai" needs embedding.baseUrl (EMBEDDING_BASE_URL)',
+      path: ['baseUrl'],
+    }),
   search: z
     .object({
       mode: z.enum(SEARCH_MODES).default(DEFAULT_SEARCH_SETTINGS.mode),
@@ -171,6 +192,36 @@ export const configSchema = z.object({
       candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
       maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
       pinned: z.array(z.string()).default([]),
+      /** Results scoring below this are dropped (0: none); per request as min_score. */
+      minScore: z.number().min(0).max(1000).default(0),
+      /** Longest wait for a query's embedding before the search answers from BM25 alone (and says so). */
+      embedTimeoutMs: z.number().int().min(1).max(60_000).default(2_000),
+      /** Per-query vector weight from the vector margin (src/search/fusion.ts), scaling the base weights in weighted fusion. */
+      adaptive: z
+        .object({ enabled: z.boolean().default(true), vectorMargin: z.number().positive().max(1).default(0.3) })
+        .prefault({}),
+      /** Re-scores the top fused candidates (src/search/rerank.ts); off by default; per request `rerank: false`. */
+      rerank: z
+        .object({
+          enabled: z.boolean().default(false),
+          /** `remote`: POST url in the TEI/Cohere/Jina shape; `transformers`: a local cross-encoder under embedding.modelsDir. */
+          provider: z.enum(['remote', 'transformers']).default('remote'),
+          url: z.string().url().optional(),
+          /** From RERANK_API_KEY. */
+          apiKey: z.string().min(1).optional(),
+          model: z.string().min(1).optional(),
+          topN: z.number().int().min(2).max(200).default(20),
+          timeoutMs: z.number().int().min(1).max(60_000).default(1_500),
+        })
+        .prefault({})
+        .refine((rerank) => !rerank.enabled || rerank.provider !== 'remote' || rerank.url !== undefined, {
+          message: 'search.rerank with provider "remote" needs url',
+          path: ['url'],
+        })
+        .refine((rerank) => !rerank.enabled || rerank.provider !== 'transformers' || rerank.model !== undefined, {
+          message: 'search.rerank with provider "transformers" needs model',
+          path: ['model'],
+        }),
       /**
        * When search pays off (src/search/activation.ts): a tool list with more tools than maxTools, or definitions
        * over maxTokens (o200k_base), is searched; a smaller one is shown whole. Used by mcp.search "auto" and by the
@@ -338,11 +389,16 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
     worker: env.WORKER_METRICS_PORT ? { metricsPort: env.WORKER_METRICS_PORT } : undefined,
   });
   const embeddingEnv = definedOnly({
+    provider: env.EMBEDDING_PROVIDER || undefined,
+    baseUrl: env.EMBEDDING_BASE_URL || undefined,
+    apiKey: env.EMBEDDING_API_KEY || undefined,
+    dimensions: env.EMBEDDING_DIMENSIONS || undefined,
     model: env.EMBEDDING_MODEL || undefined,
     allowRemoteModels: env.ALLOW_REMOTE_MODELS === undefined ? undefined : parseBoolean('ALLOW_REMOTE_MODELS', env.ALLOW_REMOTE_MODELS),
     modelsDir: env.MODELS_DIR || undefined,
   });
-  return deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), overrides);
+  const rerankEnv = env.RERANK_API_KEY ? { search: { rerank: { apiKey: env.RERANK_API_KEY } } } : {};
+  return deepMerge(deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), rerankEnv), overrides);
 }
 
 function readConfigFile(file: string): Record<string, unknown> {

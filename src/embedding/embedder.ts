@@ -1,6 +1,7 @@
 /**
- * Text embeddings through one path for every model: the transformers.js feature-extraction pipeline with mean
- * pooling and L2 normalisation. Models are data under `modelsDir` in the transformers.js layout
+ * Text embeddings behind one seam, from one of two providers: `transformers` (this file: the transformers.js
+ * feature-extraction pipeline with the model's pooling, normalisation and query/document prefixes, src/embedding/
+ * presets.ts) or `openai` (any OpenAI-compatible `POST /v1/embeddings`, src/embedding/openai.ts). Models are data under `modelsDir` in the transformers.js layout
  * (`<modelsDir>/<org>/<name>/{config.json,tokenizer.json,tokenizer_config.json,onnx/model.onnx}`); the offline
  * default is built on demand from an npm package, anything else must be put there or, when remote models are
  * allowed, is downloaded once into the same place.
@@ -9,25 +10,49 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { env, pipeline, Tensor } from '@xenova/transformers';
 import { OFFLINE_MODEL_ID, ensureOfflineModel } from './offline-model.js';
+import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
+import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 
 export { OFFLINE_MODEL_ID } from './offline-model.js';
 
+/** What a text is embedded as: models trained with prefixes (e5, bge, nomic...) embed queries and documents differently. */
+export type EmbedRole = 'query' | 'document';
+
+export interface EmbedOptions {
+  /** Default `document`. */
+  role?: EmbedRole;
+  /** Abandons the call (a query embedding past the search timeout); providers that cannot cancel ignore it. */
+  signal?: AbortSignal;
+}
+
 export interface Embedder {
+  /** The index identity: an index built with another model id is not searched with this embedder. */
   readonly modelId: string;
+  /**
+   * What the embedding cache is keyed by next to the text hash: provider, model, dimensions and document prefix, so
+   * a vector made any other way is never reused.
+   */
+  readonly cacheKey: string;
   readonly dimensions: number;
   /**
    * L2-normalised vectors, one per text, same order. A text with nothing the model can represent (empty,
    * whitespace, or only words outside the offline model's vocabulary) gets an all-zero vector: it has cosine 0
    * with everything instead of NaN, so it can be stored and compared but never ranks above a real match.
    */
-  embed(texts: string[]): Promise<Float32Array[]>;
+  embed(texts: string[], options?: EmbedOptions): Promise<Float32Array[]>;
 }
 
-export interface EmbedderOptions {
+export interface EmbedderOptions extends Partial<ModelSettings>, Partial<Omit<OpenAiEmbedderOptions, 'model' | 'batchSize'>> {
+  /** `transformers` (default) or `openai`. */
+  provider?: 'transformers' | 'openai';
   model: string;
   modelsDir: string;
   allowRemoteModels: boolean;
   batchSize?: number;
+  /** Longest input in tokens; longer texts are truncated (default: the tokenizer's model_max_length). */
+  maxTokens?: number;
+  /** Load `onnx/model_quantized.onnx` (true) or `onnx/model.onnx` (false); default: whichever is there, full first. */
+  quantized?: boolean;
 }
 
 export const DEFAULT_BATCH_SIZE = 64;
@@ -43,7 +68,10 @@ interface TensorLike {
 
 /** The slice of the transformers.js feature-extraction pipeline this module relies on (its own typings are loose). */
 interface Extractor {
-  tokenizer: ((texts: string[], options: { padding: boolean; truncation: boolean; return_tensor: false }) => Record<string, number[][]>) & {
+  tokenizer: ((
+    texts: string[],
+    options: { padding: boolean; truncation: boolean; return_tensor: false; max_length?: number },
+  ) => Record<string, number[][]>) & {
     pad_token_id?: number;
     padding_side?: 'left' | 'right';
   };
@@ -59,6 +87,11 @@ const REQUIRED_FILES = ['config.json', 'tokenizer.json', 'tokenizer_config.json'
 let loadQueue: Promise<unknown> = Promise.resolve();
 
 export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
+  if (opts.provider === 'openai') {
+    if (!opts.baseUrl) throw new Error('embedding.provider "openai" needs embedding.baseUrl (EMBEDDING_BASE_URL)');
+    return createOpenAiEmbedder({ ...opts, baseUrl: opts.baseUrl, batchSize: opts.batchSize ?? DEFAULT_BATCH_SIZE });
+  }
+  const settings = modelSettings(opts.model, opts);
   const modelsDir = path.resolve(opts.modelsDir);
   const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`batchSize must be a positive integer, got ${batchSize}`);
@@ -84,7 +117,7 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
     // A download is cached under cacheDir/<model id>/..., i.e. exactly where the next start looks for local files.
     env.cacheDir = modelsDir;
     // With only the quantized export present locally, use it rather than fetching (or failing on) the full one.
-    const quantized = local.complete ? local.onlyQuantized : false;
+    const quantized = opts.quantized ?? (local.complete ? local.onlyQuantized : false);
     try {
       return (await pipeline('feature-extraction', opts.model, { quantized })) as unknown as Extractor;
     } catch (err) {
@@ -100,7 +133,7 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
   loadQueue = load.catch(() => undefined);
   const extractor = await load;
 
-  const embedder = new TransformersEmbedder(opts.model, extractor, batchSize);
+  const embedder = new TransformersEmbedder(opts.model, extractor, batchSize, settings, opts.maxTokens);
   // The output, not config.json, settles the dimension: configs name it differently per architecture
   // (hidden_size, d_model, dim). The call also warms the session so the first real query is not the slow one.
   const [probe] = await embedder.embedRaw(['dimension probe']);
@@ -111,15 +144,25 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
 
 class TransformersEmbedder implements Embedder {
   dimensions = 0;
+  readonly cacheKey: string;
 
   constructor(
     readonly modelId: string,
     private readonly extractor: Extractor,
     private readonly batchSize: number,
-  ) {}
+    private readonly settings: ModelSettings,
+    private readonly maxTokens: number | undefined,
+  ) {
+    // The offline default keeps its plain model id as key, so caches filled before prefixes existed stay valid.
+    const { pooling, normalize, documentPrefix } = settings;
+    const plain = pooling === 'mean' && normalize && documentPrefix === '' && maxTokens === undefined;
+    this.cacheKey = plain ? modelId : `transformers:${modelId}:${pooling}:${normalize ? 'l2' : 'raw'}:${maxTokens ?? ''}:${documentPrefix}`;
+  }
 
-  async embed(texts: string[]): Promise<Float32Array[]> {
-    const out = await this.embedRaw(texts);
+  async embed(texts: string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+    const prefix = options.role === 'query' ? this.settings.queryPrefix : this.settings.documentPrefix;
+    // An empty text stays empty: a prefix alone would give it a vector that looks like a real match.
+    const out = await this.embedRaw(prefix === '' ? texts : texts.map((t) => (typeof t === 'string' && t.trim() !== '' ? prefix + t : t)));
     for (const v of out) {
       if (v.length !== this.dimensions) throw new Error(`model returned ${v.length} dimensions, expected ${this.dimensions}`);
     }
@@ -144,7 +187,7 @@ class TransformersEmbedder implements Embedder {
       const chunk = todo.slice(chunkStart, chunkStart + chunkSize);
       const encoded = this.extractor.tokenizer(
         chunk.map((i) => texts[i]!),
-        { padding: false, truncation: true, return_tensor: false },
+        { padding: false, truncation: true, return_tensor: false, ...(this.maxTokens ? { max_length: this.maxTokens } : {}) },
       );
       const ids = encoded.input_ids;
       if (!ids) throw new Error(`tokenizer of "${this.modelId}" returned no input_ids`);
@@ -185,23 +228,42 @@ class TransformersEmbedder implements Embedder {
     if (!(h instanceof Float32Array || h instanceof Float64Array)) throw new Error(`model "${this.modelId}" outputs non-float hidden states`);
     const result: Float32Array[] = [];
     const sum = new Float64Array(dims);
+    const { pooling, normalize } = this.settings;
     for (let b = 0; b < batch; b++) {
       sum.fill(0);
-      let count = 0;
       // The unpadded mask, shifted past the padding when the tokenizer pads on the left.
       const m = mask[b]!;
       const shift = side === 'left' ? seq - m.length : 0;
-      for (let t = 0; t < seq; t++) {
-        const inMask = t - shift;
-        if (inMask < 0 || inMask >= m.length || m[inMask] === 0) continue;
-        count += 1;
-        const base = (b * seq + t) * dims;
+      const positions = pooledPositions(m, pooling);
+      for (const position of positions) {
+        const base = (b * seq + position + shift) * dims;
         for (let d = 0; d < dims; d++) sum[d] = sum[d]! + h[base + d]!;
       }
-      result.push(normalise(sum, count));
+      result.push(normalize ? normalise(sum, positions.length) : mean(sum, positions.length));
     }
     return result;
   }
+}
+
+/**
+ * Token positions (in the unpadded row) a pooling reads: every attended token (mean), the first ([CLS] of BERT-style
+ * encoders), or the last attended one (decoder embedders such as Qwen3-Embedding, whose last token has seen the rest).
+ */
+function pooledPositions(mask: readonly number[], pooling: Pooling): number[] {
+  const attended: number[] = [];
+  mask.forEach((value, t) => {
+    if (value !== 0) attended.push(t);
+  });
+  if (pooling === 'mean' || attended.length === 0) return attended;
+  return pooling === 'cls' ? [attended[0]!] : [attended[attended.length - 1]!];
+}
+
+/** The plain mean, for models configured without normalisation; no tokens gives the zero vector as normalise does. */
+function mean(sum: Float64Array, count: number): Float32Array {
+  const v = new Float32Array(sum.length);
+  if (count === 0) return v;
+  for (let d = 0; d < sum.length; d++) v[d] = sum[d]! / count;
+  return v;
 }
 
 /** Rows of token ids padded with `pad` to the longest row, as one [rows, length] int64 tensor. */

@@ -1,6 +1,6 @@
 import type { LabelledQuery } from '../catalog/types.js';
 import type { ScoredName } from '../index/lexical.js';
-import { fuse, type FusionMethod, type FusionWeights } from '../search/fusion.js';
+import { adaptiveWeights, fuse, type FusionMethod, type FusionWeights } from '../search/fusion.js';
 import { queryEmbedding, semanticCandidates } from '../search/search.js';
 import type { Engine } from './engine.js';
 import { evaluate, type EvalResult } from './metrics.js';
@@ -38,6 +38,10 @@ export async function tune(
     signals.set(query, { lexical: engine.index.lexical.search(query, candidates), semantic, feedback });
     options.onProgress?.(done + 1, queries.length);
   }
+  // The grid's weights are base weights, adapted per query as search adapts them (search.adaptive).
+  const adaptive = engine.config.search.adaptive;
+  const perQuery = (semantic: ScoredName[], weights: FusionWeights, fusion: FusionMethod) =>
+    fusion === 'weighted' ? adaptiveWeights(semantic, weights, adaptive) : weights;
   const rows: TuneRow[] = [];
   for (const fusion of ['weighted', 'rrf'] as const) {
     for (let step = 0; step <= steps; step++) {
@@ -46,7 +50,7 @@ export async function tune(
       const rank = (query: string) => {
         const { lexical, semantic } = signals.get(query)!;
         // Same depth as `eval` ranks to, so both commands report the same MRR for the same setting.
-        return fuse(lexical, semantic, weights, fusion)
+        return fuse(lexical, semantic, perQuery(semantic, weights, fusion), fusion)
           .slice(0, RANKED_DEPTH)
           .map((hit) => hit.name);
       };
@@ -64,7 +68,7 @@ export async function tune(
       const weights = { ...best.weights, feedback };
       const rank = (query: string) => {
         const signal = signals.get(query)!;
-        return fuse(signal.lexical, signal.semantic, weights, best.fusion, signal.feedback)
+        return fuse(signal.lexical, signal.semantic, perQuery(signal.semantic, weights, best.fusion), best.fusion, signal.feedback)
           .slice(0, RANKED_DEPTH)
           .map((hit) => hit.name);
       };

@@ -1,6 +1,7 @@
 /**
- * Embeddings already computed, keyed by model id and the hash of the embedded text, so a rebuild embeds only what
- * changed. In-memory here; a Redis-backed implementation shares it between workers.
+ * Embeddings already computed, keyed by the embedder's cache key (provider, model, dimensions, document prefix) and
+ * the hash of the embedded text, so a rebuild embeds only what changed. In-memory here; a Redis-backed
+ * implementation shares it between workers.
  */
 export interface EmbeddingCache {
   getMany(model: string, textHashes: readonly string[]): Promise<(Float32Array | undefined)[]>;

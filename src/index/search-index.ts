@@ -76,9 +76,11 @@ export async function embedWithCache(
   checkpoint?: () => void,
 ): Promise<{ vectors: Float32Array[]; embedded: number }> {
   const hashes = texts.map((text) => sha256(text));
-  const cached = cache ? await cache.getMany(embedder.modelId, hashes) : texts.map(() => undefined);
+  const cached = cache ? await cache.getMany(embedder.cacheKey, hashes) : texts.map(() => undefined);
   const missing = new Map<string, string>();
   hashes.forEach((hash, i) => {
+    // A cached vector of another length (a server that changed its model's output under the same name) is re-made.
+    if (cached[i] !== undefined && embedder.dimensions > 0 && cached[i]!.length !== embedder.dimensions) cached[i] = undefined;
     if (cached[i] === undefined) missing.set(hash, texts[i]!);
   });
   const fresh = new Map<string, Float32Array>();
@@ -93,7 +95,7 @@ export async function embedWithCache(
     }
     missingHashes.forEach((hash, i) => fresh.set(hash, vectors[i]!));
     await cache?.setMany(
-      embedder.modelId,
+      embedder.cacheKey,
       missingHashes.map((textHash) => ({ textHash, vector: fresh.get(textHash)! })),
     );
   }

@@ -87,6 +87,38 @@ export function fuse(
   return [...fused.values()].sort((a, b) => b.score - a.score || a.name.localeCompare(b.name));
 }
 
+/** Per-query fusion: how far the vector signal is trusted for this query (config `search.adaptive`). */
+export interface AdaptiveFusionSettings {
+  enabled: boolean;
+  /**
+   * The vector weight is scaled by min(1, margin / vectorMargin), where margin is how much of the room above the
+   * tenth candidate's cosine the first one takes: (c1 − c10) / (1 − c10). A flat top means the model cannot tell the
+   * candidates apart for this query, and its spread-normalised scores would only add noise to BM25's ranking.
+   */
+  vectorMargin: number;
+}
+
+export const DEFAULT_ADAPTIVE_FUSION: AdaptiveFusionSettings = { enabled: true, vectorMargin: 0.3 };
+
+/**
+ * The weights to fuse this query's lists with. Only the vector weight moves: BM25's own confidence signals (score gap,
+ * hit count) did not separate right from wrong top hits consistently across MetaTool, LiveMCPBench and the fixture,
+ * the vector margin did (BENCHMARKS.md, "Adaptive fusion"). Cosines are relative to the tenth candidate, so the rule
+ * does not depend on a model's typical cosine level. With fewer than ten candidates the list says too little: weights
+ * stay as given.
+ */
+export function adaptiveWeights(semantic: readonly ScoredName[], weights: FusionWeights, settings: AdaptiveFusionSettings): FusionWeights {
+  if (!settings.enabled || semantic.length < 10 || weights.vector === 0) return weights;
+  const first = semantic[0]!.score;
+  const tenth = semantic[9]!.score;
+  const room = 1 - tenth;
+  const margin = room > 0 ? (first - tenth) / room : 0;
+  const trust = Math.min(1, Math.max(0, margin / settings.vectorMargin));
+  // BM25 must keep something to fuse with: a query whose BM25 weight is 0 asked for vectors only.
+  if (weights.bm25 === 0) return weights;
+  return { ...weights, vector: weights.vector * trust };
+}
+
 function distributionScale(hits: readonly ScoredName[]): (score: number) => number {
   if (hits.length === 0) return () => 0;
   let sum = 0;

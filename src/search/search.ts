@@ -5,9 +5,18 @@ import { LabelSet } from '../index/label-set.js';
 import type { ScoredName } from '../index/lexical.js';
 import type { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
-import { searchDuration, searchResults } from '../metrics.js';
+import { searchDuration, searchFallbacks, searchResults } from '../metrics.js';
 import { RegexHaystacks } from './regex.js';
-import { fuse, type FusedResult, type FusionMethod, type FusionWeights } from './fusion.js';
+import {
+  adaptiveWeights,
+  DEFAULT_ADAPTIVE_FUSION,
+  fuse,
+  type AdaptiveFusionSettings,
+  type FusedResult,
+  type FusionMethod,
+  type FusionWeights,
+} from './fusion.js';
+import { DEFAULT_RERANK_SETTINGS, rerankCandidates, type Reranker, type RerankSettings } from './rerank.js';
 
 export const SEARCH_MODES = ['hybrid', 'bm25', 'vector', 'regex'] as const;
 export type SearchMode = (typeof SEARCH_MODES)[number];
@@ -25,6 +34,16 @@ export interface SearchSettings {
   candidates: number;
   /** Names of pinned tools: always listed directly, so never spent on a search slot. */
   pinned: readonly string[];
+  /** Per-query vector weight from the vector margin, on top of the base weights (weighted fusion only). */
+  adaptive?: AdaptiveFusionSettings;
+  /** Results scoring below this are dropped (0: keep all); a request's min_score overrides it. */
+  minScore?: number;
+  /**
+   * Longest wait for the query's embedding. Past it, or when the embeddings provider fails, the answer comes from
+   * BM25 alone and says so (`fallback`): an embeddings outage must not cost a search.
+   */
+  embedTimeoutMs?: number;
+  rerank?: RerankSettings;
 }
 
 export const DEFAULT_SEARCH_SETTINGS: SearchSettings = {
@@ -35,6 +54,10 @@ export const DEFAULT_SEARCH_SETTINGS: SearchSettings = {
   fusion: 'weighted',
   candidates: 50,
   pinned: [],
+  adaptive: DEFAULT_ADAPTIVE_FUSION,
+  minScore: 0,
+  embedTimeoutMs: 2_000,
+  rerank: DEFAULT_RERANK_SETTINGS,
 };
 
 export interface SearchRequest {
@@ -55,6 +78,10 @@ export interface SearchRequest {
   visibilityKey?: string;
   /** Whose feedback counts (an API key id) when feedback.isolation is "key"; ignored when it is "global". */
   feedbackScope?: string;
+  /** Drops results scoring below it (after reranking, on the score returned); overrides settings.minScore. */
+  minScore?: number;
+  /** false skips the reranker for this request. */
+  rerank?: boolean;
 }
 
 /** The feedback signal (src/feedback): tools called for similar past queries, scored in [-1, 1]. */
@@ -67,12 +94,21 @@ export interface FeedbackSignal {
 export interface SearchHit {
   tool: Tool;
   score: number;
-  scores: { bm25?: number; vector?: number; feedback?: number };
+  scores: { bm25?: number; vector?: number; feedback?: number; rerank?: number };
+}
+
+/** Why a ranked search answered from BM25 alone: the query could not be embedded in time. */
+export interface SearchFallback {
+  mode: 'bm25';
+  reason: 'embedding_timeout' | 'embedding_error';
+  message: string;
 }
 
 export interface SearchResponse {
   results: SearchHit[];
   index: { hash: string | null; model: string | null };
+  /** Present when the embeddings provider failed or timed out and the answer is BM25's. */
+  fallback?: SearchFallback;
 }
 
 /** The index's nearest tools to the query's embedding; none for a query of only unknown words. */
@@ -82,8 +118,8 @@ export async function semanticCandidates(index: SearchIndex, embedder: Embedder,
 }
 
 /** The query's embedding; undefined for a query of only unknown words, which says nothing about similarity. */
-export async function queryEmbedding(embedder: Embedder, query: string): Promise<Float32Array | undefined> {
-  const [vector] = await embedder.embed([query]);
+export async function queryEmbedding(embedder: Embedder, query: string, signal?: AbortSignal): Promise<Float32Array | undefined> {
+  const [vector] = await embedder.embed([query], { role: 'query', ...(signal ? { signal } : {}) });
   return vector && vector.some((value) => value !== 0) ? vector : undefined;
 }
 
@@ -118,6 +154,8 @@ export class SearchService {
     settings: SearchSettings,
     /** Learning from usage; without it hybrid search fuses BM25 and vectors only. */
     readonly feedback?: FeedbackSignal,
+    /** Re-scores the top fused candidates when settings.rerank.enabled; without it nothing is reranked. */
+    private readonly reranker?: Reranker,
   ) {
     this.current = settings;
     this.pinned = new Set(settings.pinned);
@@ -172,15 +210,20 @@ export class SearchService {
       return entry !== undefined && visible(entry);
     };
     const filtered = request.visible !== undefined || this.pinned.size > 0;
-    const ranked = await this.rank(live, query, mode, request, filtered ? accept : undefined, request.visibilityKey);
-    const results: SearchHit[] = [];
+    const { ranked, fallback } = await this.rank(live, query, mode, request, filtered ? accept : undefined, request.visibilityKey);
+    // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
+    let candidates: SearchHit[] = [];
     for (const candidate of ranked) {
-      if (results.length >= topK) break;
-      // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
       if (!accept(candidate.name)) continue;
-      results.push({ tool: this.catalog.get(candidate.name)!.tool, score: candidate.score, scores: candidate.scores });
+      candidates.push({ tool: this.catalog.get(candidate.name)!.tool, score: candidate.score, scores: candidate.scores });
     }
-    return { results, index: indexInfo };
+    const rerank = this.settings.rerank;
+    if (this.reranker && rerank?.enabled && request.rerank !== false) {
+      candidates = await rerankCandidates(this.reranker, query, candidates, rerank, (tool) => this.catalog.get(tool.name)?.text);
+    }
+    const minScore = request.minScore ?? this.settings.minScore ?? 0;
+    const results = candidates.filter((hit) => hit.score >= minScore).slice(0, topK);
+    return fallback ? { results, index: indexInfo, fallback } : { results, index: indexInfo };
   }
 
   private async rank(
@@ -190,21 +233,32 @@ export class SearchService {
     request: SearchRequest,
     accept: ((name: string) => boolean) | undefined,
     visibilityKey: string | undefined,
-  ): Promise<FusedResult[]> {
+  ): Promise<{ ranked: FusedResult[]; fallback?: SearchFallback }> {
     const limit = this.settings.candidates;
     const weights = { ...this.settings.weights, ...request.weights };
     const useLexical = mode === 'bm25' || (mode === 'hybrid' && weights.bm25 > 0);
     const useVector = mode === 'vector' || (mode === 'hybrid' && weights.vector > 0);
     const feedbackWeight = weights.feedback ?? this.feedback?.weight ?? 0;
     const useFeedback = mode === 'hybrid' && this.feedback !== undefined && feedbackWeight > 0;
-    const lexical = useLexical ? live.lexical.search(query, limit, accept) : [];
+    const bm25Only = (hits: readonly ScoredName[]) => hits.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
     // One embedding serves both the vector index and the feedback's recorded queries.
-    const vector = useVector || useFeedback ? await this.embedQuery(live, query, useVector) : undefined;
+    const embedded = useVector || useFeedback ? await this.embedQuery(live, query, useVector) : { vector: undefined };
+    if (embedded.fallback) {
+      // The same BM25 ranking a bm25-mode search gives, whatever the weights: fused with nothing, its order is BM25's.
+      return { ranked: bm25Only(live.lexical.search(query, limit, accept)), fallback: embedded.fallback };
+    }
+    const { vector } = embedded;
+    const lexical = useLexical ? live.lexical.search(query, limit, accept) : [];
     const semantic = useVector && vector ? this.nearest(live, vector, limit, accept, visibilityKey) : [];
-    if (mode === 'bm25') return lexical.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
-    if (mode === 'vector') return semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } }));
+    if (mode === 'bm25') return { ranked: bm25Only(lexical) };
+    if (mode === 'vector') return { ranked: semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } })) };
     const feedback = useFeedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [];
-    return fuse(lexical, semantic, { ...weights, feedback: feedbackWeight }, request.fusion ?? this.settings.fusion, feedback);
+    // The weights (configured, or the request's) are the base; in weighted fusion the vector weight then follows how
+    // sure the model is about this query (fusion.ts, adaptiveWeights). rrf ignores score gaps, so it stays as given.
+    const method = request.fusion ?? this.settings.fusion;
+    const adaptive = this.settings.adaptive;
+    const fused = method === 'weighted' && adaptive ? adaptiveWeights(semantic, weights, adaptive) : weights;
+    return { ranked: fuse(lexical, semantic, { ...fused, feedback: feedbackWeight }, method, feedback) };
   }
 
   /**
@@ -246,11 +300,39 @@ export class SearchService {
     return labels;
   }
 
-  private async embedQuery(live: SearchIndex, query: string, forIndex: boolean): Promise<Float32Array | undefined> {
+  private async embedQuery(
+    live: SearchIndex,
+    query: string,
+    forIndex: boolean,
+  ): Promise<{ vector: Float32Array | undefined; fallback?: SearchFallback }> {
     if (forIndex && live.model !== this.embedder.modelId) {
       throw new IndexNotReadyError(`the index was built with model ${live.model}; waiting for a rebuild with ${this.embedder.modelId}`);
     }
-    return queryEmbedding(this.embedder, query);
+    const timeoutMs = this.settings.embedTimeoutMs ?? DEFAULT_SEARCH_SETTINGS.embedTimeoutMs!;
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
+    try {
+      const outcome = await Promise.race([queryEmbedding(this.embedder, query, controller.signal), timeout]);
+      if (outcome !== 'timeout') return { vector: outcome };
+      controller.abort();
+      searchFallbacks.inc({ reason: 'embedding_timeout' });
+      return {
+        vector: undefined,
+        fallback: { mode: 'bm25', reason: 'embedding_timeout', message: `the query embedding took longer than ${timeoutMs} ms; ranked by BM25 alone` },
+      };
+    } catch (error) {
+      searchFallbacks.inc({ reason: 'embedding_error' });
+      const reason = error instanceof Error ? error.message : String(error);
+      return {
+        vector: undefined,
+        fallback: { mode: 'bm25', reason: 'embedding_error', message: `the embeddings provider failed (${reason}); ranked by BM25 alone` },
+      };
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private select(list: string, visible: (entry: CatalogEntry) => boolean): SearchHit[] {

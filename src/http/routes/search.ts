@@ -20,6 +20,8 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
       mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
       weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }).strict().optional(),
       fusion: z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' }).optional(),
+      min_score: z.number().finite().min(0, 'must be 0 or more').max(1000).optional(),
+      rerank: z.boolean().optional(),
     })
     .strict();
 
@@ -37,6 +39,8 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
       mode: body.mode,
       weights: body.weights,
       fusion: body.fusion,
+      minScore: body.min_score,
+      rerank: body.rerank,
       // A key's search ranks only what it may see, so neither results nor their order tell it about other tools. A
       // caller who sees everything passes no filter: the index searches then run unfiltered.
       ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: visibilityKey(access) } : {}),
@@ -45,6 +49,7 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
     res.json({
       results: response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores })),
       index: views.searchIndex(access, response.index),
+      ...(response.fallback ? { fallback: response.fallback } : {}),
     });
   });
 

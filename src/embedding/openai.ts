@@ -1,0 +1,188 @@
+/**
+ * The `openai` embeddings provider: any server speaking OpenAI's `POST /v1/embeddings` (OpenAI, Azure OpenAI's
+ * v1 endpoint, Ollama, Hugging Face TEI, vLLM, LiteLLM). Batches go out `concurrency` at a time; 429, 5xx, network
+ * errors and per-request timeouts are retried with exponential backoff, honouring `Retry-After`.
+ */
+import type { EmbedOptions, Embedder } from './embedder.js';
+import { modelSettings, type ModelSettings } from './presets.js';
+
+export interface OpenAiEmbedderOptions extends Partial<ModelSettings> {
+  /** Up to and including the version segment, e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`. */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer`; from EMBEDDING_API_KEY. Local servers usually need none. */
+  apiKey?: string;
+  model: string;
+  /** Asked of models that can shorten their output (text-embedding-3-*); every vector returned must have it. */
+  dimensions?: number;
+  batchSize: number;
+  /** Batches in flight at once. */
+  concurrency?: number;
+  /** Retries of one batch after the first attempt. */
+  retries?: number;
+  /** Per HTTP request. */
+  timeoutMs?: number;
+  /** First backoff; doubled per retry (with jitter), capped at maxBackoffMs, unless the server says Retry-After. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+export const OPENAI_DEFAULTS = { concurrency: 4, retries: 4, timeoutMs: 30_000, backoffMs: 500, maxBackoffMs: 30_000 };
+
+/** A failure worth retrying (rate limit, server error, timeout, connection) and how long the server asked us to wait. */
+class RetryableError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}
+
+export async function createOpenAiEmbedder(options: OpenAiEmbedderOptions): Promise<Embedder> {
+  const embedder = new OpenAiEmbedder(options);
+  // The dimension comes from the server when it is not configured. A server down at start is not fatal: the first
+  // successful call settles it, and until then builds retry and searches answer from BM25.
+  if (options.dimensions === undefined) await embedder.embed(['dimension probe']).catch(() => undefined);
+  return embedder;
+}
+
+class OpenAiEmbedder implements Embedder {
+  readonly modelId: string;
+  readonly cacheKey: string;
+  dimensions: number;
+  private readonly settings: ModelSettings;
+  private readonly endpoint: string;
+  private readonly limits: typeof OPENAI_DEFAULTS;
+
+  constructor(private readonly options: OpenAiEmbedderOptions) {
+    this.settings = modelSettings(options.model, options);
+    this.endpoint = `${options.baseUrl.replace(/\/+$/, '')}/embeddings`;
+    this.dimensions = options.dimensions ?? 0;
+    this.modelId = `openai:${options.model}${options.dimensions ? `@${options.dimensions}` : ''}`;
+    this.cacheKey = `${this.modelId}:${this.settings.documentPrefix}`;
+    const defined = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
+    this.limits = { ...OPENAI_DEFAULTS, ...(defined as Partial<typeof OPENAI_DEFAULTS>) };
+  }
+
+  async embed(texts: string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+    const prefix = options.role === 'query' ? this.settings.queryPrefix : this.settings.documentPrefix;
+    const out: Float32Array[] = new Array(texts.length);
+    const todo: number[] = [];
+    texts.forEach((text, i) => {
+      if (typeof text !== 'string') throw new TypeError(`embed() expects strings; item ${i} is ${typeof text}`);
+      // The API rejects empty input; an empty text has nothing to match anyway (see Embedder.embed).
+      if (text.trim() === '') out[i] = new Float32Array(this.dimensions);
+      else todo.push(i);
+    });
+    const batches: number[][] = [];
+    for (let start = 0; start < todo.length; start += this.options.batchSize) batches.push(todo.slice(start, start + this.options.batchSize));
+    let next = 0;
+    const worker = async () => {
+      while (next < batches.length) {
+        const batch = batches[next++]!;
+        const vectors = await this.withRetries(batch.map((i) => prefix + texts[i]!), options.signal);
+        batch.forEach((i, row) => (out[i] = vectors[row]!));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.limits.concurrency, batches.length) }, worker));
+    // Texts embedded as zero before the dimension was known get the right length now.
+    for (let i = 0; i < out.length; i++) if (out[i]!.length !== this.dimensions) out[i] = new Float32Array(this.dimensions);
+    return out;
+  }
+
+  private async withRetries(input: string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.request(input, signal);
+      } catch (error) {
+        if (!(error instanceof RetryableError) || attempt >= this.limits.retries || signal?.aborted) throw error;
+        const backoff = Math.min(this.limits.maxBackoffMs, this.limits.backoffMs * 2 ** attempt) * (0.5 + Math.random() / 2);
+        await sleep(Math.min(this.limits.maxBackoffMs, error.retryAfterMs ?? backoff), signal);
+      }
+    }
+  }
+
+  private async request(input: string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {
+    const timeout = AbortSignal.timeout(this.limits.timeoutMs);
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
+    const body = { model: this.options.model, input, encoding_format: 'float', ...(this.options.dimensions ? { dimensions: this.options.dimensions } : {}) };
+    let response: Response;
+    try {
+      response = await fetch(this.endpoint, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      const reason = timeout.aborted ? `no answer within ${this.limits.timeoutMs} ms` : (error as Error).message;
+      throw new RetryableError(`embeddings request to ${this.endpoint} failed: ${reason}`);
+    }
+    if (!response.ok) {
+      const detail = (await response.text().catch(() => '')).slice(0, 300);
+      const message = `embeddings server answered ${response.status} ${response.statusText}${detail ? `: ${detail}` : ''}`;
+      if (response.status === 429 || response.status >= 500) throw new RetryableError(message, retryAfterMs(response.headers.get('retry-after')));
+      throw new Error(message);
+    }
+    return this.vectors(await response.json(), input.length);
+  }
+
+  /** The response's vectors in input order, L2-normalised, after checking count and dimension. */
+  private vectors(payload: unknown, expected: number): Float32Array[] {
+    const data = (payload as { data?: unknown } | null)?.data;
+    if (!Array.isArray(data) || data.length !== expected) {
+      throw new Error(`embeddings server returned ${Array.isArray(data) ? data.length : 'no'} vectors for ${expected} inputs`);
+    }
+    const out: Float32Array[] = new Array(expected);
+    data.forEach((item: { embedding?: unknown; index?: unknown }, position) => {
+      const index = typeof item?.index === 'number' ? item.index : position;
+      const values = item?.embedding;
+      if (!Array.isArray(values) || values.length === 0 || !values.every((v) => typeof v === 'number' && Number.isFinite(v))) {
+        throw new Error(`embeddings server returned a malformed vector at index ${index}`);
+      }
+      if (this.dimensions === 0) this.dimensions = values.length;
+      if (values.length !== this.dimensions) {
+        throw new Error(`embeddings server returned ${values.length} dimensions, expected ${this.dimensions} (model ${this.options.model})`);
+      }
+      if (!Number.isInteger(index) || index < 0 || index >= expected || out[index]) throw new Error(`embeddings server returned a bad index ${index}`);
+      out[index] = unit(values as number[]);
+    });
+    return out;
+  }
+}
+
+function unit(values: number[]): Float32Array {
+  let sq = 0;
+  for (const v of values) sq += v * v;
+  const n = Math.sqrt(sq);
+  const out = new Float32Array(values.length);
+  if (n > 0) for (let d = 0; d < values.length; d++) out[d] = values[d]! / n;
+  return out;
+}
+
+/** Retry-After as seconds or an HTTP date; undefined when absent or unreadable. */
+function retryAfterMs(header: string | null): number | undefined {
+  if (!header) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(done, ms);
+    function done() {
+      signal?.removeEventListener('abort', abort);
+      resolve();
+    }
+    function abort() {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    }
+    signal?.addEventListener('abort', abort, { once: true });
+  });
+}

@@ -1,0 +1,94 @@
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import onnxProto from 'onnx-proto';
+import { PROJECT_ROOT } from '../../src/config/config.js';
+import { encodeOnnxModel, OFFLINE_MODEL_ID, SPECIAL_TOKENS, tokenizerJson } from '../../src/embedding/offline-model.js';
+
+const { onnx } = onnxProto;
+
+/**
+ * Tiny transformers.js models the tests write themselves (no download): a word-vector "encoder" whose token outputs
+ * are one-hot per word, so each pooling gives a vector the test can predict, and a cross-encoder-shaped classifier
+ * whose logit is the sum of its words' scores. Written in the layout transformers.js loads from a models dir.
+ */
+/** A fresh models dir with a link to the real offline model, so a service started on it needs no rebuild. */
+export function tinyModelsDir(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-models-'));
+  const offline = path.join(dir, OFFLINE_MODEL_ID);
+  mkdirSync(path.dirname(offline), { recursive: true });
+  symlinkSync(path.join(PROJECT_ROOT, 'models', OFFLINE_MODEL_ID), offline, 'dir');
+  return dir;
+}
+
+/** Word i of `words` has the one-hot vector e_i (dimension words.length); special tokens and unknown words are 0. */
+export function writeOneHotEncoder(modelsDir: string, modelId: string, words: string[]): void {
+  const rows = SPECIAL_TOKENS.length + words.length;
+  const dims = words.length;
+  const table = new Float32Array(rows * dims);
+  words.forEach((_, i) => (table[(SPECIAL_TOKENS.length + i) * dims + i] = 1));
+  writeModel(modelsDir, modelId, words, encodeOnnxModel(table, rows, dims, 'fp32'), { hidden_size: dims, architectures: ['BertModel'] });
+}
+
+/** A sequence classifier with one label: logit = Σ score(word) over the query and document tokens. */
+export function writeWordScoreCrossEncoder(modelsDir: string, modelId: string, scores: Record<string, number>): void {
+  const words = Object.keys(scores);
+  const rows = SPECIAL_TOKENS.length + words.length;
+  const table = new Float32Array(rows);
+  words.forEach((word, i) => (table[SPECIAL_TOKENS.length + i] = scores[word]!));
+  const FLOAT = onnx.TensorProto.DataType.FLOAT;
+  const INT64 = onnx.TensorProto.DataType.INT64;
+  const dim = (...d: (string | number)[]) => ({ dim: d.map((x) => (typeof x === 'string' ? { dimParam: x } : { dimValue: x })) });
+  const model = onnx.ModelProto.create({
+    irVersion: 7,
+    opsetImport: [{ domain: '', version: 13 }],
+    producerName: 'toolrouter-test',
+    graph: {
+      name: 'word_score_classifier',
+      node: [
+        { name: 'lookup', opType: 'Gather', input: ['scores', 'input_ids'], output: ['token_scores'], attribute: [{ name: 'axis', type: onnx.AttributeProto.AttributeType.INT, i: 0 }] },
+        { name: 'sum', opType: 'ReduceSum', input: ['token_scores', 'axes'], output: ['logits'], attribute: [{ name: 'keepdims', type: onnx.AttributeProto.AttributeType.INT, i: 0 }] },
+      ],
+      initializer: [
+        { name: 'scores', dims: [rows, 1], dataType: FLOAT, rawData: new Uint8Array(table.buffer) },
+        { name: 'axes', dims: [1], dataType: INT64, rawData: new Uint8Array(new BigInt64Array([1n]).buffer) },
+      ],
+      input: [
+        { name: 'input_ids', type: { tensorType: { elemType: INT64, shape: dim('batch_size', 'sequence_length') } } },
+        { name: 'attention_mask', type: { tensorType: { elemType: INT64, shape: dim('batch_size', 'sequence_length') } } },
+      ],
+      output: [{ name: 'logits', type: { tensorType: { elemType: FLOAT, shape: dim('batch_size', 1) } } }],
+    },
+  });
+  writeModel(modelsDir, modelId, words, onnx.ModelProto.encode(model).finish(), {
+    architectures: ['BertForSequenceClassification'],
+    id2label: { 0: 'LABEL_0' },
+    label2id: { LABEL_0: 0 },
+  });
+}
+
+function writeModel(
+  modelsDir: string,
+  modelId: string,
+  words: string[],
+  onnxBytes: Uint8Array,
+  config: Record<string, unknown>,
+): void {
+  const dir = path.join(modelsDir, modelId);
+  mkdirSync(path.join(dir, 'onnx'), { recursive: true });
+  writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'bert', pad_token_id: 0, max_position_embeddings: 512, ...config }));
+  writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tokenizerJson(words)));
+  writeFileSync(
+    path.join(dir, 'tokenizer_config.json'),
+    JSON.stringify({
+      tokenizer_class: 'BertTokenizer',
+      do_lower_case: true,
+      model_max_length: 512,
+      unk_token: '[UNK]',
+      pad_token: '[PAD]',
+      cls_token: '[CLS]',
+      sep_token: '[SEP]',
+    }),
+  );
+  writeFileSync(path.join(dir, 'onnx', 'model.onnx'), onnxBytes);
+}
