@@ -9,6 +9,7 @@ import {
   ErrorCode,
   McpError,
   ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
@@ -68,7 +69,8 @@ describe('start-up: the first listing waits for slow upstreams and says which ar
       mcp: {
         search: true,
         startupWaitMs: 20_000,
-        reconnect: { initialMs: 5_000, maxMs: 5_000 },
+        // The dead server stays down (not back to connecting) for the whole test.
+        reconnect: { initialMs: 120_000, maxMs: 120_000 },
         servers: { slow: featuresStdio({ FIXTURE_START_DELAY_MS: '1500' }), dead: { url: `http://127.0.0.1:${dead}/mcp` } },
       },
     });
@@ -240,7 +242,31 @@ describe('gateway features: progress, cancellation, resources, prompts, tasks, k
     assert.equal(error.message, 'MCP error -32602: unknown tool "feat__no_such_tool"; use search_tools to find tools');
   });
 
-  it('tells clients resources/list_changed when a server with resources goes and comes back', async () => {
+  it('relays resource subscriptions to the owning server and its updates to the subscribed session only', async () => {
+    const subscriber = await mcpClientWithKey(api.url, ADMIN_KEY);
+    const bystander = await mcpClientWithKey(api.url, ADMIN_KEY);
+    const updates: string[] = [];
+    const bystanderUpdates: string[] = [];
+    subscriber.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => void updates.push(notification.params.uri));
+    bystander.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => void bystanderUpdates.push(notification.params.uri));
+    const subscribers = async () => JSON.parse(textOf(await client.callTool({ name: 'feat__subscribers', arguments: {} }))) as string[];
+    try {
+      // notes://items/5 comes from a template; feat is the first server whose template matches.
+      await subscriber.subscribeResource({ uri: 'notes://items/5' });
+      assert.deepEqual(await subscribers(), ['notes://items/5']);
+      assert.equal(textOf(await client.callTool({ name: 'feat__touch', arguments: { uri: 'notes://items/5' } })), 'notified');
+      await waitFor('the update to reach the subscriber', () => updates.length === 1);
+      assert.deepEqual(updates, ['notes://items/5']);
+      await subscriber.unsubscribeResource({ uri: 'notes://items/5' });
+      assert.deepEqual(await subscribers(), [], 'the last unsubscribe is relayed');
+      assert.deepEqual(bystanderUpdates, []);
+    } finally {
+      await subscriber.close();
+      await bystander.close();
+    }
+  });
+
+  it('tells clients resources/list_changed when a server with resources goes away, and lists without it', async () => {
     let notified = 0;
     const watcher = await mcpClientWithKey(api.url, ADMIN_KEY);
     watcher.setNotificationHandler(ResourceListChangedNotificationSchema, () => {

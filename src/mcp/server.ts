@@ -49,6 +49,8 @@ const CAPABILITIES = {
 
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
 const RESOURCE_NOT_FOUND = -32002;
+/** One session cannot make the gateway hold (and upstreams keep) unbounded subscriptions. */
+const MAX_SUBSCRIPTIONS = 100;
 
 /**
  * One MCP server over the gateway, for one client connection (an /mcp session or the stdio pipe): the SDK Server
@@ -114,7 +116,9 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const subscriptions = new Map<string, string>();
   server.setRequestHandler(SubscribeRequestSchema, async (request) => {
     const { uri } = request.params;
-    if (!subscriptions.has(uri)) subscriptions.set(uri, await rpc(() => gateway.subscribe(uri, accessNow()), RESOURCE_NOT_FOUND));
+    if (subscriptions.has(uri)) return {};
+    if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new RpcError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
+    subscriptions.set(uri, await rpc(() => gateway.subscribe(uri, accessNow()), RESOURCE_NOT_FOUND));
     return {};
   });
   server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
