@@ -90,7 +90,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const routers: Router[] = [];
   routers.push(chatRoutes({ config, catalog, search, embedder, log, feedback }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback });
+  const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
 

@@ -313,6 +313,11 @@ export const configSchema = z.object({
       callToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('call_tool'),
       /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
       callTimeoutMs: z.number().int().min(1).max(3_600_000).default(60_000),
+      /**
+       * A session's first tools/list and search_tools wait at most this long after start for every upstream's first
+       * connection attempt (and the index of their tools); answers given before say which servers are missing.
+       */
+      startupWaitMs: z.number().int().min(0).max(600_000).default(10_000),
       /** Connecting and listing tools; an upstream slower than this counts as down. */
       connectTimeoutMs: z.number().int().min(1).max(600_000).default(30_000),
       /** Liveness ping for connected upstreams; an HTTP upstream that vanished is only noticed this way. 0: off. */

@@ -1,14 +1,24 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  GetPromptResultSchema,
+  ReadResourceResultSchema,
+  type CallToolResult,
+  type GetPromptResult,
+  type Prompt,
+  type ReadResourceResult,
+  type Resource,
+  type ResourceTemplate,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { Access } from '../auth/access.js';
 import { catalogHash, type Catalog, type CatalogEntry } from '../catalog/catalog.js';
 import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
 import type { Tool } from '../catalog/types.js';
 import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../search/activation.js';
-import { IndexNotReadyError, type SearchMode, type SearchService } from '../search/search.js';
-import { UpstreamError, type UpstreamManager } from './upstream.js';
+import { IndexNotReadyError, type SearchService } from '../search/search.js';
+import type { StartupGate, UpstreamNotes } from './startup.js';
+import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 
 export interface GatewaySettings {
@@ -25,10 +35,13 @@ export interface GatewaySettings {
   /** Most tools a query returns over all pages. */
   queryLimit: number;
   maxQueryLength: number;
+  /** Between server and tool name (catalog.separator); '' when names are not namespaced. */
+  separator: string;
 }
 
 export type GatewayErrorKind =
   | 'unknown_tool'
+  | 'not_found'
   | 'invalid_arguments'
   | 'recursion'
   | 'invalid_cursor'
@@ -44,6 +57,8 @@ export class GatewayError extends Error {
   constructor(
     readonly kind: GatewayErrorKind,
     message: string,
+    /** For upstream_unavailable: when to try again (REST Retry-After). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
@@ -55,10 +70,9 @@ export type ScoredTool = Tool & { score: number; scores: { bm25?: number; vector
 export interface GatewayEvents {
   /** What some caller's tools/list returns may have changed (the callable tools, pinned tools or search activation). */
   listChanged: [];
+  /** A server's resources, templates or prompts changed, or a resource it serves was updated. */
+  featuresChanged: [server: string, change: FeaturesChange];
 }
-
-/** `regex:<pattern>` in a query selects regex mode; anything else is searched in the configured mode. */
-const REGEX_PREFIX = 'regex:';
 
 /**
  * The MCP gateway's behaviour, independent of transport: what tools/list shows, the virtual search_tools / call_tool,
@@ -71,6 +85,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   feedback: FeedbackRecorder | undefined;
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
+  private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
   private readonly activationPolicy: ActivationPolicy;
 
   constructor(
@@ -79,6 +94,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     private readonly searchService: SearchService,
     readonly settings: GatewaySettings,
     private readonly log: Logger,
+    /** Bounds how long a first listing or search waits for upstreams still connecting; none: no waiting. */
+    private readonly startupGate?: StartupGate,
   ) {
     super();
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
@@ -88,6 +105,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     // The catalog announces changes of searchable text; upstream status also covers definition-only changes.
     catalog.on('change', this.onCatalogChange);
     upstreams.on('status', this.onCatalogChange);
+    upstreams.on('features', this.onFeatures);
   }
 
   /**
@@ -183,6 +201,19 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     return entry && this.upstreams.ownsSource(entry.source) && access.canSee(entry) ? entry : undefined;
   }
 
+  /**
+   * Resolves once every upstream has finished its first connection attempt and the index covers what they listed, or
+   * when the start-up wait is over, whichever comes first; at once ever after.
+   */
+  async startup(): Promise<void> {
+    await this.startupGate?.wait();
+  }
+
+  /** The upstreams this caller may use that are not connected now: what an answer given now is missing. */
+  upstreamNotes(access: Access = Access.open): UpstreamNotes | undefined {
+    return this.startupGate?.notes((server) => access.canSeeServer(server));
+  }
+
   /** Every tool the caller may call, in catalog order. */
   callableEntries(access: Access = Access.open): CatalogEntry[] {
     return this.catalog.snapshot().entries.filter((entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry));
@@ -218,13 +249,11 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 
   /** search_tools: the best matching callable tools with scores, pinned tools excluded (they are listed already). */
   async search(query: string, topK?: number, access: Access = Access.open): Promise<ScoredTool[]> {
-    const regex = query.toLowerCase().startsWith(REGEX_PREFIX);
-    const mode: SearchMode | undefined = regex ? 'regex' : undefined;
     try {
+      // "select:" and "regex:" prefixes are the search service's, so every face reads a query the same way.
       const response = await this.searchService.search({
-        query: regex ? query.slice(REGEX_PREFIX.length) : query,
+        query,
         topK,
-        mode,
         visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry),
         feedbackScope: access.scope,
       });
@@ -242,13 +271,18 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   async callTool(
     name: string,
     args: Record<string, unknown> | undefined,
-    options: { signal?: AbortSignal; access?: Access } = {},
+    options: { signal?: AbortSignal; access?: Access; onProgress?: (progress: UpstreamProgress) => void } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
     if (this.isVirtual(name, access)) {
       throw new GatewayError('recursion', `"${name}" is one of toolrouter's own tools; call it directly, not through ${this.settings.callToolName}`);
     }
     const entry = this.callable(name, access);
+    const down = entry ? undefined : this.upstreams.unavailableServer(name, this.settings.separator);
+    if (down !== undefined && access.canSee({ source: down, server: down, tool: { name } as Tool })) {
+      const error = this.upstreams.unavailableError(down);
+      throw new GatewayError('upstream_unavailable', error.message, error.retryAfterSeconds);
+    }
     // A restricted key gets the same answer for a tool it may not use and for one that does not exist, so it cannot
     // probe for names outside its servers.
     if (!entry && access.restricted) throw new GatewayError('forbidden', `tool "${name}" is not available to this key (${access.describe()})`);
@@ -260,20 +294,99 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     if (problems.length > 0) {
       throw new GatewayError('invalid_arguments', `invalid arguments for "${name}": ${problems.join('; ')}`);
     }
+    return this.forwarding(() =>
+      this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal, onProgress: options.onProgress }),
+    );
+  }
+
+  /** Resources, templates and prompts of the servers the caller may use (namespaced names). */
+  offered(access: Access = Access.open): ReturnType<UpstreamManager['offered']> {
+    return this.upstreams.offered((server) => access.canSeeServer(server));
+  }
+
+  /** resources/list: the resources of the servers the caller may use, names namespaced, paginated like tools. */
+  listResources(params: { cursor?: string } = {}, access: Access = Access.open): { resources: Resource[]; nextCursor?: string } {
+    const { items, nextCursor } = this.page(this.offered(access).resources, params.cursor);
+    return { resources: items, ...(nextCursor ? { nextCursor } : {}) };
+  }
+
+  listResourceTemplates(params: { cursor?: string } = {}, access: Access = Access.open): { resourceTemplates: ResourceTemplate[]; nextCursor?: string } {
+    const { items, nextCursor } = this.page(this.offered(access).templates, params.cursor);
+    return { resourceTemplates: items, ...(nextCursor ? { nextCursor } : {}) };
+  }
+
+  listPrompts(params: { cursor?: string } = {}, access: Access = Access.open): { prompts: Prompt[]; nextCursor?: string } {
+    const { items, nextCursor } = this.page(this.offered(access).prompts, params.cursor);
+    return { prompts: items, ...(nextCursor ? { nextCursor } : {}) };
+  }
+
+  /** resources/read, forwarded to the server that listed the URI (or whose template matches it), result unchanged. */
+  async readResource(uri: string, options: { signal?: AbortSignal; access?: Access } = {}): Promise<ReadResourceResult> {
+    const connection = this.resourceOwner(uri, options.access ?? Access.open);
+    return this.forwarding(() =>
+      connection.forward({ method: 'resources/read', params: { uri } }, ReadResourceResultSchema, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal }),
+    );
+  }
+
+  /** prompts/get by namespaced name, forwarded under the server's own prompt name. */
+  async getPrompt(name: string, args: Record<string, string> | undefined, options: { signal?: AbortSignal; access?: Access } = {}): Promise<GetPromptResult> {
+    const access = options.access ?? Access.open;
+    const owner = this.upstreams.promptOwner(name, (server) => access.canSeeServer(server));
+    if (!owner) throw new GatewayError('not_found', `unknown prompt "${name}"; prompts/list lists the prompts available`);
+    return this.forwarding(() =>
+      owner.connection.forward(
+        { method: 'prompts/get', params: { name: owner.name, ...(args === undefined ? {} : { arguments: args }) } },
+        GetPromptResultSchema,
+        { timeoutMs: this.settings.callTimeoutMs, signal: options.signal },
+      ),
+    );
+  }
+
+  /**
+   * resources/subscribe: subscribes at the owning server (once for all sessions). Returns the owning server's name, for
+   * the session to match notifications/resources/updated against.
+   */
+  async subscribe(uri: string, access: Access = Access.open): Promise<string> {
+    const connection = this.resourceOwner(uri, access);
+    if (!connection.offered().subscribe) throw new GatewayError('invalid_arguments', `the server of "${uri}" does not support resource subscriptions`);
+    await this.forwarding(() => connection.subscribe(uri, { timeoutMs: this.settings.callTimeoutMs }));
+    return connection.name;
+  }
+
+  async unsubscribe(uri: string, server: string): Promise<void> {
+    const connection = this.upstreams.resourceOwner(uri, (name) => name === server);
+    await connection?.unsubscribe(uri, { timeoutMs: this.settings.callTimeoutMs });
+  }
+
+  private resourceOwner(uri: string, access: Access): UpstreamConnection {
+    const connection = this.upstreams.resourceOwner(uri, (server) => access.canSeeServer(server));
+    if (!connection) throw new GatewayError('not_found', `unknown resource "${uri}"; resources/list and resources/templates/list show what can be read`);
+    return connection;
+  }
+
+  private async forwarding<T>(work: () => Promise<T>): Promise<T> {
     try {
-      return await this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal });
+      return await work();
     } catch (error) {
       if (error instanceof UpstreamError) {
         const kind = error.kind === 'timeout' ? 'upstream_timeout' : error.kind === 'unavailable' ? 'upstream_unavailable' : 'upstream_error';
-        throw new GatewayError(kind, error.message);
+        throw new GatewayError(kind, error.message, error.retryAfterSeconds);
       }
       throw error;
     }
   }
 
+  private page<T>(items: T[], cursor: string | undefined): { items: T[]; nextCursor?: string } {
+    const offset = cursor === undefined ? 0 : decodeCursor(cursor, undefined);
+    const page = items.slice(offset, offset + this.settings.pageSize);
+    const next = offset + page.length;
+    return next < items.length ? { items: page, nextCursor: encodeCursor(next, undefined) } : { items: page };
+  }
+
   close(): void {
     this.catalog.off('change', this.onCatalogChange);
     this.upstreams.off('status', this.onCatalogChange);
+    this.upstreams.off('features', this.onFeatures);
     this.removeAllListeners();
   }
 

@@ -2,12 +2,14 @@ import type { Router } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Config } from '../config/config.js';
+import type { IndexManager } from '../index/manager.js';
 import { mcpRestRoutes } from '../http/routes/mcp-rest.js';
 import { upstreamConnected, upstreamFailures, upstreamTools } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { McpGateway } from './gateway.js';
 import { mcpHttpFace, type McpHttpFace } from './http.js';
+import { StartupGate } from './startup.js';
 import { UpstreamManager, type UpstreamStatus } from './upstream.js';
 
 export interface McpFaces {
@@ -23,7 +25,16 @@ export interface McpFaces {
  * Wires the MCP gateway: upstream connections feeding the catalog, the gateway over catalog and search, and its HTTP
  * faces. Upstreams start connecting in the background; startup never waits for a slow or dead server.
  */
-export function createMcpFaces(deps: { config: Config; catalog: Catalog; search: SearchService; log: Logger; loopbackOnly: boolean; feedback?: FeedbackRecorder }): McpFaces {
+export function createMcpFaces(deps: {
+  config: Config;
+  catalog: Catalog;
+  search: SearchService;
+  log: Logger;
+  loopbackOnly: boolean;
+  feedback?: FeedbackRecorder;
+  /** For the start-up wait: the first searches wait (bounded) for the index to include the upstreams' tools. */
+  indexes?: IndexManager;
+}): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
   const upstreams = new UpstreamManager(catalog, {
@@ -35,6 +46,8 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
     transforms: mcp.transforms,
     log: log.child({ component: 'upstreams' }),
   });
+  // Without the index manager (tests of the gateway alone) the wait covers the upstreams only.
+  const startup = new StartupGate(upstreams, catalog, deps.indexes, mcp.startupWaitMs);
   const gateway = new McpGateway(
     catalog,
     upstreams,
@@ -48,8 +61,10 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
       pageSize: mcp.pageSize,
       queryLimit: mcp.queryLimit,
       maxQueryLength: config.search.maxQueryLength,
+      separator: config.catalog.separator,
     },
     log.child({ component: 'mcp' }),
+    startup,
   );
   gateway.feedback = deps.feedback;
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, loopbackOnly: deps.loopbackOnly, log });
@@ -65,6 +80,7 @@ export function createMcpFaces(deps: { config: Config; catalog: Catalog; search:
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
       gateway.close();
+      startup.close();
       await upstreams.close();
     },
   };

@@ -1,16 +1,29 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { createHash } from 'node:crypto';
 import {
   CallToolRequestSchema,
   ErrorCode,
-  McpError,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ReadResourceRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
   type CallToolResult,
   type ServerCapabilities,
+  type ServerNotification,
+  type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { Access } from '../auth/access.js';
 import { compileSchema } from '../catalog/json-schema.js';
+import { RpcError } from './errors.js';
 import { GatewayError, type McpGateway } from './gateway.js';
+import type { UpstreamNotes } from './startup.js';
+import type { FeaturesChange, UpstreamProgress } from './upstream.js';
 import { IMPLEMENTATION } from './version.js';
 import { McpSessionFeedback } from '../feedback/capture.js';
 
@@ -25,9 +38,19 @@ const ListToolsWithQuerySchema = z.object({
 
 /**
  * Capabilities: tools with list_changed notifications, and SEP-1821 `filtering`. The SDK's types do not know
- * `filtering` yet; the server sends capabilities as given, so it reaches clients.
+ * `filtering` yet; the server sends capabilities as given, so it reaches clients. Resources and prompts of the upstreams
+ * are aggregated; subscriptions are relayed to upstreams that take them (others answer with an error).
  */
-const CAPABILITIES = { tools: { listChanged: true, filtering: true } } as ServerCapabilities;
+const CAPABILITIES = {
+  tools: { listChanged: true, filtering: true },
+  resources: { listChanged: true, subscribe: true },
+  prompts: { listChanged: true },
+} as ServerCapabilities;
+
+/** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
+const RESOURCE_NOT_FOUND = -32002;
+/** One session cannot make the gateway hold (and upstreams keep) unbounded subscriptions. */
+const MAX_SUBSCRIPTIONS = 100;
 
 /**
  * One MCP server over the gateway, for one client connection (an /mcp session or the stdio pipe): the SDK Server
@@ -53,10 +76,14 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
     const { cursor, query } = request.params ?? {};
-    if (cursor !== undefined && typeof cursor !== 'string') throw new McpError(ErrorCode.InvalidParams, 'cursor must be a string');
-    if (query !== undefined && typeof query !== 'string') throw new McpError(ErrorCode.InvalidParams, 'query must be a string');
+    if (cursor !== undefined && typeof cursor !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'cursor must be a string');
+    if (query !== undefined && typeof query !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'query must be a string');
     try {
-      return feedback.listed(query, await gateway.listTools({ cursor, query }, accessNow()));
+      await gateway.startup();
+      const access = accessNow();
+      const listed = feedback.listed(query, await gateway.listTools({ cursor, query }, access));
+      const notes = gateway.upstreamNotes(access);
+      return notes ? { ...listed, _meta: { [UPSTREAMS_META]: notes } } : listed;
     } catch (error) {
       throw toMcpError(error);
     }
@@ -67,15 +94,58 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     const access = accessNow();
     feedback.called(gateway.isVirtual(name, access) && name === callToolName ? args?.name : name);
     if (gateway.isVirtual(name, access) && name === searchToolName) return feedback.found(args, await searchTools(gateway, args, access));
-    if (gateway.isVirtual(name, access) && name === callToolName) return callThrough(gateway, args, extra.signal, access);
+    if (gateway.isVirtual(name, access) && name === callToolName) return callThrough(gateway, args, extra, access);
     // A real tool called by name: pinned, or hidden (not listed, still callable).
-    if (!gateway.callable(name, access)) {
-      if (access.restricted) throw forbidden(`tool "${name}" is not available to this key (${access.describe()})`);
-      const hint = gateway.settings.search !== false && access.searchEnabled ? `; use ${searchToolName} to find tools` : '';
-      throw new McpError(ErrorCode.InvalidParams, `unknown tool "${name}"${hint}`);
-    }
-    return forward(gateway, name, args, extra.signal, log, access);
+    return forward(gateway, name, args, extra, log, access);
   });
+
+  server.setRequestHandler(ListResourcesRequestSchema, async (request) =>
+    rpc(() => gateway.listResources({ cursor: request.params?.cursor }, accessNow())),
+  );
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request) =>
+    rpc(() => gateway.listResourceTemplates({ cursor: request.params?.cursor }, accessNow())),
+  );
+  server.setRequestHandler(ListPromptsRequestSchema, async (request) => rpc(() => gateway.listPrompts({ cursor: request.params?.cursor }, accessNow())));
+  server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) =>
+    rpc(() => gateway.readResource(request.params.uri, { signal: extra.signal, access: accessNow() }), RESOURCE_NOT_FOUND),
+  );
+  server.setRequestHandler(GetPromptRequestSchema, async (request, extra) =>
+    rpc(() => gateway.getPrompt(request.params.name, request.params.arguments, { signal: extra.signal, access: accessNow() })),
+  );
+  // This session's subscriptions: URI → the server subscribed at; undone when the session ends.
+  const subscriptions = new Map<string, string>();
+  server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+    const { uri } = request.params;
+    if (subscriptions.has(uri)) return {};
+    if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new RpcError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
+    subscriptions.set(uri, await rpc(() => gateway.subscribe(uri, accessNow()), RESOURCE_NOT_FOUND));
+    return {};
+  });
+  server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+    const owner = subscriptions.get(request.params.uri);
+    subscriptions.delete(request.params.uri);
+    if (owner !== undefined) await gateway.unsubscribe(request.params.uri, owner);
+    return {};
+  });
+
+  // Resources and prompts: tell this client when what it may see changed, and when a subscribed resource was updated.
+  let resourceSignature = featureSignature(gateway, accessNow(), 'resources');
+  let promptSignature = featureSignature(gateway, accessNow(), 'prompts');
+  const onFeatures = (owner: string, change: FeaturesChange) => {
+    if (!server.transport) return;
+    const notify = (send: Promise<void>) => void send.catch((error: unknown) => log.debug({ err: error }, 'notification not delivered'));
+    if (change.kind === 'resourceUpdated') {
+      if (subscriptions.get(change.uri) === owner) notify(server.sendResourceUpdated({ uri: change.uri }));
+      return;
+    }
+    const resources = featureSignature(gateway, accessNow(), 'resources');
+    const prompts = featureSignature(gateway, accessNow(), 'prompts');
+    if (resources !== resourceSignature) notify(server.sendResourceListChanged());
+    if (prompts !== promptSignature) notify(server.sendPromptListChanged());
+    resourceSignature = resources;
+    promptSignature = prompts;
+  };
+  gateway.on('featuresChanged', onFeatures);
 
   // Tell this client when its own tool list changed (a key's list can change while others' do not, and the other way
   // round). Removed when the connection closes.
@@ -90,9 +160,29 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const previousOnClose = server.onclose;
   server.onclose = () => {
     gateway.off('listChanged', onListChanged);
+    gateway.off('featuresChanged', onFeatures);
+    for (const [uri, owner] of subscriptions) void gateway.unsubscribe(uri, owner).catch(() => {});
+    subscriptions.clear();
     previousOnClose?.();
   };
   return server;
+}
+
+function featureSignature(gateway: McpGateway, access: Access, kind: 'resources' | 'prompts'): string {
+  const offered = gateway.offered(access);
+  const value = kind === 'resources' ? [offered.resources, offered.templates] : offered.prompts;
+  return createHash('sha256').update(JSON.stringify(value)).digest('hex');
+}
+
+/** Runs a gateway operation for a JSON-RPC request: failures become JSON-RPC errors (not-found with `notFoundCode`). */
+async function rpc<T>(work: () => T | Promise<T>, notFoundCode: number = ErrorCode.InvalidParams): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof GatewayError && error.kind === 'not_found') throw new RpcError(notFoundCode, error.message);
+    if (error instanceof GatewayError && error.kind.startsWith('upstream_')) throw new RpcError(ErrorCode.InternalError, error.message, { code: error.kind });
+    throw toMcpError(error);
+  }
 }
 
 const searchArgs = compileSchema({
@@ -101,6 +191,11 @@ const searchArgs = compileSchema({
   required: ['query'],
   additionalProperties: false,
 });
+
+/** `_meta` key of a listing or search answered while some upstream servers were connecting or down. */
+export const UPSTREAMS_META = 'toolrouter/upstreams';
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined, access: Access): Promise<CallToolResult> {
   const problems = searchArgs(args ?? {});
@@ -111,8 +206,20 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
     return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: /query: must be at most ${gateway.settings.maxQueryLength} characters`);
   }
   try {
+    await gateway.startup();
     const tools = await gateway.search(query, topK, access);
-    return { content: [{ type: 'text', text: JSON.stringify({ tools }) }], structuredContent: { tools } };
+    const notes = gateway.upstreamNotes(access);
+    // The JSON is for programs; the sentences are for the model, which should not read an empty list as "no such tool
+    // exists" when a server is simply not there yet.
+    const sentences = [
+      ...(tools.length === 0 ? [`No tool matched "${query}". Try other words, or "regex:" / "select:" queries.`] : []),
+      ...(notes ? [missingServers(notes)] : []),
+    ];
+    return {
+      content: [{ type: 'text', text: JSON.stringify({ tools }) }, ...sentences.map((text) => ({ type: 'text' as const, text }))],
+      structuredContent: { tools },
+      ...(notes ? { _meta: { [UPSTREAMS_META]: notes } } : {}),
+    };
   } catch (error) {
     if (error instanceof GatewayError) return errorResult(error.message);
     throw error;
@@ -126,12 +233,38 @@ const callArgs = compileSchema({
   additionalProperties: false,
 });
 
-async function callThrough(gateway: McpGateway, args: Record<string, unknown> | undefined, signal: AbortSignal, access: Access): Promise<CallToolResult> {
+function missingServers(notes: UpstreamNotes): string {
+  const parts = [
+    ...(notes.connecting.length > 0 ? [`still connecting: ${notes.connecting.join(', ')}`] : []),
+    ...(notes.down.length > 0 ? [`down: ${notes.down.join(', ')}`] : []),
+  ];
+  return `Some MCP servers are not available, so their tools are missing from this answer (${parts.join('; ')}). Search again later to include them.`;
+}
+
+/**
+ * Progress the upstream reports, relayed under the caller's own progress token; none when the caller did not ask. The
+ * SDK gives the upstream a token of ours, as tokens are per connection.
+ */
+function relayProgress(extra: Extra): ((progress: UpstreamProgress) => void) | undefined {
+  const token = extra._meta?.progressToken;
+  if (token === undefined) return undefined;
+  return ({ progress, total, message }) => {
+    void extra
+      .sendNotification({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) },
+      })
+      .catch(() => {});
+  };
+}
+
+async function callThrough(gateway: McpGateway, args: Record<string, unknown> | undefined, extra: Extra, access: Access): Promise<CallToolResult> {
   const problems = callArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.callToolName}: ${problems.join('; ')}`);
   const { name, arguments: inner } = args as { name: string; arguments?: Record<string, unknown> };
   try {
-    return await gateway.callTool(name, inner, { signal, access });
+    // The client's cancellation (extra.signal) is handed to the upstream call, which sends notifications/cancelled on.
+    return await gateway.callTool(name, inner, { signal: extra.signal, access, onProgress: relayProgress(extra) });
   } catch (error) {
     // Access is refused as an error, not a result: it is the caller's key, not the model's call, that is wrong.
     if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
@@ -144,14 +277,16 @@ async function forward(
   gateway: McpGateway,
   name: string,
   args: Record<string, unknown> | undefined,
-  signal: AbortSignal,
+  extra: Extra,
   log: Logger,
   access: Access,
 ): Promise<CallToolResult> {
   try {
-    return await gateway.callTool(name, args, { signal, access });
+    return await gateway.callTool(name, args, { signal: extra.signal, access, onProgress: relayProgress(extra) });
   } catch (error) {
     if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
+    // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.
+    if (error instanceof GatewayError && error.kind === 'unknown_tool') throw new RpcError(ErrorCode.InvalidParams, error.message);
     if (error instanceof GatewayError) return errorResult(error.message);
     log.error({ err: error, tool: name }, 'tool call failed');
     throw error;
@@ -162,15 +297,15 @@ function errorResult(message: string): CallToolResult {
   return { content: [{ type: 'text', text: message }], isError: true };
 }
 
-function forbidden(message: string): McpError {
-  return new McpError(ACCESS_DENIED, message, { status: 403 });
+function forbidden(message: string): RpcError {
+  return new RpcError(ACCESS_DENIED, message, { status: 403 });
 }
 
 function toMcpError(error: unknown): unknown {
   if (!(error instanceof GatewayError)) return error;
   if (error.kind === 'forbidden') return forbidden(error.message);
-  if (error.kind === 'index_not_ready') return new McpError(ErrorCode.InternalError, error.message);
-  return new McpError(ErrorCode.InvalidParams, error.message);
+  if (error.kind === 'index_not_ready') return new RpcError(ErrorCode.InternalError, error.message);
+  return new RpcError(ErrorCode.InvalidParams, error.message);
 }
 
 /** Sent at initialization; clients may put it in the model's context, so it says how to use the gateway, briefly. */
@@ -195,7 +330,7 @@ export function instructions(gateway: McpGateway, access: Access = Access.open):
     listing,
     `1. ${search} {"query": "what you want to do", "top_k": 5} returns the best matching tools with their full definitions.`,
     `2. ${call} {"name": "<tool name>", "arguments": {...}} runs that tool and returns its result unchanged. Any tool may also be called directly by its name.`,
-    'Errors in a call (invalid arguments, unknown tool, timeout) come back as a result with isError set and say what to fix.',
+    'Errors in a call (invalid arguments, unknown tool, timeout, a server that is down) come back as a result with isError set and say what to fix.',
     ...queryFormat,
   ].join('\n');
 }

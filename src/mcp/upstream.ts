@@ -5,8 +5,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   CallToolResultSchema,
+  EmptyResultSchema,
   ErrorCode,
   McpError,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
   type CallToolResult,
   type Tool as McpTool,
@@ -15,6 +19,9 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { validateTools } from '../catalog/validate.js';
+import type { z } from 'zod';
+import { describeUpstreamError, withoutRepeatedCode, type HttpFailure } from './errors.js';
+import { listFeatures, NO_FEATURES, servesUri, type UpstreamFeatures } from './features.js';
 import { applyTransform, mapArguments, transformServer, type ToolTransform } from './transform.js';
 import { IMPLEMENTATION } from './version.js';
 
@@ -45,6 +52,13 @@ export interface UpstreamStatus {
   state: UpstreamState;
   /** Tools of this server in the catalog now. */
   tools: number;
+  /**
+   * While the server is not connected: its tools as last listed, kept so that calls to them answer
+   * upstream_unavailable naming this server (they are out of the catalog, listings and search until it is back).
+   */
+  knownTools?: number;
+  /** While down: when the next connection attempt is due (ISO time). */
+  retryAt?: string;
   connectedAt: string | null;
   /** Consecutive failed connection attempts. */
   failures: number;
@@ -68,14 +82,35 @@ export class UpstreamError extends Error {
   constructor(
     readonly kind: UpstreamErrorKind,
     message: string,
+    /** For 'unavailable': seconds until the server's next connection attempt (REST Retry-After). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
 }
 
+/** A progress notification from the upstream, for relaying to whoever asked with a progress token. */
+export interface UpstreamProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+export interface UpstreamCallOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Asks the upstream for progress notifications (a progress token of our own) and receives them. */
+  onProgress?: (progress: UpstreamProgress) => void;
+}
+
+/** Resources or prompts a server offers changed (it connected, went down, or re-listed), or a subscribed resource did. */
+export type FeaturesChange = { kind: 'lists' } | { kind: 'resourceUpdated'; uri: string };
+
 export interface UpstreamEvents {
   /** A server's state or its tools in the catalog changed. */
   status: [UpstreamStatus];
+  /** What a server offers besides tools changed; `server` names it. */
+  features: [server: string, change: FeaturesChange];
 }
 
 /**
@@ -88,17 +123,24 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
 
   constructor(
     private readonly catalog: Catalog,
-    options: UpstreamManagerOptions,
+    private readonly options: UpstreamManagerOptions,
   ) {
     super();
     for (const [name, config] of Object.entries(options.servers)) {
       // Reserved for good: while the server is down its name must not be taken by a static source either.
       catalog.reserveSource(name, `upstream MCP server "${name}"`);
-      const connection = new UpstreamConnection(name, config, catalog, options, (status) => {
-        this.emit('status', status);
-        // Clashing tools of other servers may take over the names this one just gave up.
-        if (status.state === 'down') for (const other of this.connections.values()) if (other !== connection) other.republish();
-      });
+      const connection = new UpstreamConnection(
+        name,
+        config,
+        catalog,
+        options,
+        (status) => {
+          this.emit('status', status);
+          // Clashing tools of other servers may take over the names this one just gave up.
+          if (status.state === 'down') for (const other of this.connections.values()) if (other !== connection) other.republish();
+        },
+        (change) => this.emit('features', name, change),
+      );
       this.connections.set(name, connection);
     }
   }
@@ -122,12 +164,67 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     return this.connections.has(source);
   }
 
+  /**
+   * The server a tool name belongs to while that server is not connected: one that listed the tool before it went down,
+   * else (with namespacing on) the configured server whose prefix the name carries, so that a tool of a server that
+   * never came up is not mistaken for an unknown tool.
+   */
+  unavailableServer(qualifiedName: string, separator: string): string | undefined {
+    for (const connection of this.connections.values()) if (connection.remembers(qualifiedName)) return connection.name;
+    if (separator === '') return undefined;
+    for (const connection of this.connections.values()) {
+      if (!connection.isConnected() && qualifiedName.startsWith(`${connection.name}${separator}`)) return connection.name;
+    }
+    return undefined;
+  }
+
+  /** The UpstreamError for a call to a tool of a server that is not connected. */
+  unavailableError(server: string): UpstreamError {
+    const connection = this.connections.get(server);
+    return connection ? connection.unavailable() : new UpstreamError('unavailable', `upstream MCP server "${server}" is not configured`);
+  }
+
+  /**
+   * Resources, resource templates and prompts of the connected servers `visible` allows, in server order. Names are
+   * namespaced like tools (`server__name`); URIs stay the server's own, so links in tool results remain readable.
+   */
+  offered(visible: (server: string) => boolean): Omit<UpstreamFeatures, 'subscribe'> {
+    const all: Omit<UpstreamFeatures, 'subscribe'> = { resources: [], templates: [], prompts: [] };
+    for (const connection of this.connections.values()) {
+      if (!visible(connection.name)) continue;
+      const features = connection.offered();
+      all.resources.push(...features.resources.map((resource) => ({ ...resource, name: this.qualify(connection.name, resource.name) })));
+      all.templates.push(...features.templates.map((template) => ({ ...template, name: this.qualify(connection.name, template.name) })));
+      all.prompts.push(...features.prompts.map((prompt) => ({ ...prompt, name: this.qualify(connection.name, prompt.name) })));
+    }
+    return all;
+  }
+
+  /** The connected server (of those `visible`) that serves a resource URI: the first that listed it or has a template for it. */
+  resourceOwner(uri: string, visible: (server: string) => boolean): UpstreamConnection | undefined {
+    const candidates = [...this.connections.values()].filter((connection) => visible(connection.name));
+    return (
+      candidates.find((connection) => connection.offered().resources.some((resource) => resource.uri === uri)) ??
+      candidates.find((connection) => servesUri(connection.offered(), uri))
+    );
+  }
+
+  /** The connected server (of those `visible`) with a prompt of this qualified name, and the prompt's own name. */
+  promptOwner(qualifiedName: string, visible: (server: string) => boolean): { connection: UpstreamConnection; name: string } | undefined {
+    for (const connection of this.connections.values()) {
+      if (!visible(connection.name)) continue;
+      const prompt = connection.offered().prompts.find((candidate) => this.qualify(connection.name, candidate.name) === qualifiedName);
+      if (prompt) return { connection, name: prompt.name };
+    }
+    return undefined;
+  }
+
+  private qualify(server: string, name: string): string {
+    return this.options.separator === '' ? name : `${server}${this.options.separator}${name}`;
+  }
+
   /** Forwards a call to the server owning the qualified tool name, under the upstream's own tool name. */
-  async callTool(
-    qualifiedName: string,
-    args: Record<string, unknown> | undefined,
-    options: { timeoutMs: number; signal?: AbortSignal },
-  ): Promise<CallToolResult> {
+  async callTool(qualifiedName: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
     const source = this.catalog.get(qualifiedName)?.source;
     const connection = source === undefined ? undefined : this.connections.get(source);
     if (!connection) throw new UpstreamError('unavailable', `no upstream MCP server serves "${qualifiedName}"`);
@@ -143,7 +240,17 @@ const STDERR_TAIL_LINES = 20;
 /** Guards against an upstream whose cursors never end. */
 const MAX_LIST_PAGES = 1_000;
 
-class UpstreamConnection {
+export class UpstreamConnection {
+  private features: UpstreamFeatures = NO_FEATURES;
+  /** Resource URI → how many of our sessions subscribed to it (one upstream subscription each). */
+  private readonly subscriptions = new Map<string, number>();
+  /** Qualified names of the tools it had in the catalog when it went down; empty while connected. */
+  private remembered = new Set<string>();
+  private retryAt: number | undefined;
+  /** The last non-2xx HTTP response of this upstream; its status line and WWW-Authenticate go into the error. */
+  private lastHttpFailure: HttpFailure | undefined;
+  /** The transport's last error: the real cause when the SDK then reports only "connection closed". */
+  private lastTransportError: unknown;
   private state: UpstreamState = 'down';
   private client: Client | undefined;
   /** Incremented per connection attempt and on loss; callbacks of an older client compare and ignore themselves. */
@@ -175,11 +282,12 @@ class UpstreamConnection {
   private readonly transportKind: 'stdio' | 'http';
 
   constructor(
-    private readonly name: string,
+    readonly name: string,
     private readonly config: UpstreamServerConfig,
     private readonly catalog: Catalog,
     private readonly options: UpstreamManagerOptions,
     private readonly onStatus: (status: UpstreamStatus) => void,
+    private readonly onFeatures: (change: FeaturesChange) => void = () => {},
   ) {
     this.log = options.log.child({ upstream: name });
     this.transportKind = 'url' in config ? 'http' : 'stdio';
@@ -193,12 +301,29 @@ class UpstreamConnection {
     void this.connect();
   }
 
+  isConnected(): boolean {
+    return this.state === 'connected';
+  }
+
+  remembers(qualifiedName: string): boolean {
+    return this.state !== 'connected' && this.remembered.has(qualifiedName);
+  }
+
+  unavailable(): UpstreamError {
+    const state = this.state !== 'connecting' ? 'is not connected' : this.failures > 0 || this.remembered.size > 0 ? 'is reconnecting' : 'is still connecting';
+    const retryAfter = this.retryAt === undefined ? 1 : Math.max(1, Math.ceil((this.retryAt - Date.now()) / 1000));
+    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, retryAfter);
+  }
+
   status(): UpstreamStatus {
+    const notConnected = this.state !== 'connected';
     return {
       name: this.name,
       transport: this.transportKind,
       state: this.state,
       tools: this.toUpstream.size,
+      ...(notConnected && this.remembered.size > 0 ? { knownTools: this.remembered.size } : {}),
+      ...(notConnected && this.retryAt !== undefined ? { retryAt: new Date(this.retryAt).toISOString() } : {}),
       connectedAt: this.connectedAt?.toISOString() ?? null,
       failures: this.failures,
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
@@ -208,16 +333,10 @@ class UpstreamConnection {
     };
   }
 
-  async call(
-    qualifiedName: string,
-    args: Record<string, unknown> | undefined,
-    options: { timeoutMs: number; signal?: AbortSignal },
-  ): Promise<CallToolResult> {
+  async call(qualifiedName: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
     const client = this.client;
     const upstreamName = this.toUpstream.get(qualifiedName);
-    if (this.state !== 'connected' || !client || upstreamName === undefined) {
-      throw new UpstreamError('unavailable', `upstream MCP server "${this.name}" is not connected${this.lastError ? ` (${this.lastError})` : ''}`);
-    }
+    if (this.state !== 'connected' || !client || upstreamName === undefined) throw this.unavailable();
     const generation = this.generation;
     try {
       // request() rather than callTool(): callTool also checks structured output against the tool's outputSchema, and
@@ -227,22 +346,70 @@ class UpstreamConnection {
       return await client.request(
         { method: 'tools/call', params: { name: upstreamName, ...(upstreamArgs === undefined ? {} : { arguments: upstreamArgs }) } },
         CallToolResultSchema,
-        { timeout: options.timeoutMs, signal: options.signal },
+        {
+          timeout: options.timeoutMs,
+          signal: options.signal,
+          // The SDK sends its own progress token upstream and hands us each notification for it.
+          ...(options.onProgress ? { onprogress: options.onProgress } : {}),
+        },
       );
     } catch (error) {
-      if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
-        // The SDK has already sent notifications/cancelled upstream.
-        throw new UpstreamError('timeout', `upstream MCP server "${this.name}" did not answer "${qualifiedName}" within ${options.timeoutMs} ms`);
-      }
-      if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
-        throw new UpstreamError('error', `upstream MCP server "${this.name}" answered with an error: ${error.message}`);
-      }
-      // Our own client gave up on the call (the SDK forwarded the cancellation upstream): not the upstream's fault.
-      if (options.signal?.aborted) throw new UpstreamError('error', `the call to "${qualifiedName}" was cancelled`);
-      // The connection failed under the call: find out now rather than at the next ping.
-      void this.check(generation);
-      throw new UpstreamError('unavailable', `upstream MCP server "${this.name}" failed: ${(error as Error).message}`);
+      throw this.failure(error, `"${qualifiedName}"`, generation, options);
     }
+  }
+
+  /** Resources, templates and prompts as last listed; none while not connected. */
+  offered(): UpstreamFeatures {
+    return this.state === 'connected' ? this.features : NO_FEATURES;
+  }
+
+  /** Forwards resources/read, prompts/get or a subscription change to this server as it is. */
+  async forward<T extends z.ZodType>(
+    request: { method: string; params: Record<string, unknown> },
+    schema: T,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<z.infer<T>> {
+    const client = this.client;
+    if (this.state !== 'connected' || !client) throw this.unavailable();
+    const generation = this.generation;
+    try {
+      return await client.request(request, schema, { timeout: options.timeoutMs, signal: options.signal });
+    } catch (error) {
+      throw this.failure(error, request.method, generation, options);
+    }
+  }
+
+  /** Subscribes upstream to a resource the first time any session asks; re-done after a reconnect. */
+  async subscribe(uri: string, options: { timeoutMs: number }): Promise<void> {
+    const count = this.subscriptions.get(uri) ?? 0;
+    if (count === 0) await this.forward({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, options);
+    this.subscriptions.set(uri, count + 1);
+  }
+
+  async unsubscribe(uri: string, options: { timeoutMs: number }): Promise<void> {
+    const count = this.subscriptions.get(uri) ?? 0;
+    if (count <= 1) {
+      this.subscriptions.delete(uri);
+      if (count === 1 && this.state === 'connected') await this.forward({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, options).catch(() => {});
+    } else {
+      this.subscriptions.set(uri, count - 1);
+    }
+  }
+
+  /** Why a forwarded request produced no result, as an UpstreamError. */
+  private failure(error: unknown, what: string, generation: number, options: { timeoutMs: number; signal?: AbortSignal }): UpstreamError {
+    if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+      // The SDK has already sent notifications/cancelled upstream.
+      return new UpstreamError('timeout', `upstream MCP server "${this.name}" did not answer ${what} within ${options.timeoutMs} ms`);
+    }
+    if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
+      return new UpstreamError('error', `upstream MCP server "${this.name}" answered with an error: ${withoutRepeatedCode(error.message)}`);
+    }
+    // Our own client gave up on the call (the SDK forwarded the cancellation upstream): not the upstream's fault.
+    if (options.signal?.aborted) return new UpstreamError('error', `the call to ${what} was cancelled`);
+    // The connection failed under the call: find out now rather than at the next ping.
+    void this.check(generation);
+    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" failed during ${what}: ${this.describe(error)}`, 1);
   }
 
   /** Re-applies the last listing, e.g. after the owner of a clashing name went away. */
@@ -274,26 +441,50 @@ class UpstreamConnection {
     this.state = 'connecting';
     this.onStatus(this.status());
     const client = new Client(IMPLEMENTATION, { capabilities: {} });
-    client.onclose = () => this.lost(generation, 'connection closed');
-    client.onerror = (error) => this.transportError(generation, error);
+    this.lastTransportError = undefined;
+    this.lastHttpFailure = undefined;
+    // While connecting, the failed connect() below reports the cause; the SDK closes the client first, and this
+    // handler would otherwise record only "connection closed".
+    client.onclose = () => {
+      if (this.state !== 'connecting') this.lost(generation, this.lastTransportError ? this.describe(this.lastTransportError) : 'connection closed');
+    };
+    client.onerror = (error) => {
+      if (generation === this.generation) this.lastTransportError = error;
+      this.transportError(generation, error);
+    };
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       this.log.debug('upstream tool list changed');
       void this.relist(generation);
+    });
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.relistFeatures(generation));
+    client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.relistFeatures(generation));
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+      if (generation === this.generation) this.onFeatures({ kind: 'resourceUpdated', uri: notification.params.uri });
     });
     this.client = client;
     try {
       await client.connect(this.createTransport(), { timeout: this.options.connectTimeoutMs });
       const tools = await this.listAll(client);
+      const features = await listFeatures(client, this.options.connectTimeoutMs);
       if (generation !== this.generation) return;
+      for (const uri of this.subscriptions.keys()) await client.subscribeResource({ uri }, { timeout: this.options.connectTimeoutMs });
+      if (generation !== this.generation) return;
+      this.features = features;
       this.state = 'connected';
       this.failures = 0;
       this.lastError = undefined;
+      this.retryAt = undefined;
+      this.remembered.clear();
       this.connectedAt = new Date();
       this.publish(tools);
-      this.log.info({ tools: this.toUpstream.size, server: client.getServerVersion() }, 'upstream connected');
+      this.onFeatures({ kind: 'lists' });
+      this.log.info(
+        { tools: this.toUpstream.size, resources: features.resources.length, templates: features.templates.length, prompts: features.prompts.length, server: client.getServerVersion() },
+        'upstream connected',
+      );
       this.schedulePing(generation);
     } catch (error) {
-      this.lost(generation, describe(error));
+      this.lost(generation, this.describe(error));
     } finally {
       this.settle();
     }
@@ -301,7 +492,7 @@ class UpstreamConnection {
 
   private createTransport(): Transport {
     if ('url' in this.config) {
-      return new StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.config.headers ?? {} }, fetch: quietFetch });
+      return new StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.config.headers ?? {} }, fetch: this.recordingFetch });
     }
     const transport = new StdioClientTransport({
       command: this.config.command,
@@ -323,6 +514,25 @@ class UpstreamConnection {
       }
     });
     return transport;
+  }
+
+  /**
+   * The HTTP transport passes one long-lived AbortSignal to every fetch; undici detaches its abort listener only when the
+   * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
+   * Failed responses are remembered: the SDK's error keeps the body but not the status text or WWW-Authenticate.
+   */
+  private readonly recordingFetch: typeof fetch = async (input, init) => {
+    if (init?.signal) setMaxListeners(0, init.signal);
+    const response = await fetch(input, init);
+    if (!response.ok) {
+      const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
+      this.lastHttpFailure = { status: response.status, statusText: response.statusText, ...(wwwAuthenticate ? { wwwAuthenticate } : {}) };
+    }
+    return response;
+  };
+
+  private describe(error: unknown): string {
+    return describeUpstreamError(error, this.lastHttpFailure);
   }
 
   private async listAll(client: Client): Promise<McpTool[]> {
@@ -350,6 +560,12 @@ class UpstreamConnection {
     // An empty separator turns namespacing off: tools keep the upstream's names, and equal names clash.
     const qualify = (name: string) => (this.options.separator === '' ? name : `${this.name}${this.options.separator}${name}`);
     for (const tool of tools) {
+      if (tool.execution?.taskSupport === 'required') {
+        // The gateway does not relay task-augmented calls (README, "MCP gateway"): a tool that can only run as a task
+        // would be offered and then fail every call.
+        skipped.push(`${tool.name}: requires task-augmented calls (execution.taskSupport "required"), which toolrouter does not relay`);
+        continue;
+      }
       let qualified = qualify(tool.name);
       let candidate: McpTool | Tool = { ...tool, name: qualified };
       const transform = this.transforms.get(qualified);
@@ -420,9 +636,23 @@ class UpstreamConnection {
         this.publish(tools);
       } while (this.relistAgain);
     } catch (error) {
-      this.lost(generation, `re-listing tools failed: ${describe(error)}`);
+      this.lost(generation, `re-listing tools failed: ${this.describe(error)}`);
     } finally {
       this.relisting = false;
+    }
+  }
+
+  /** Re-lists resources, templates and prompts after their list_changed notifications. */
+  private async relistFeatures(generation: number): Promise<void> {
+    const client = this.client;
+    if (generation !== this.generation || this.state !== 'connected' || !client) return;
+    try {
+      const features = await listFeatures(client, this.options.connectTimeoutMs);
+      if (generation !== this.generation) return;
+      this.features = features;
+      this.onFeatures({ kind: 'lists' });
+    } catch (error) {
+      this.lost(generation, `re-listing resources and prompts failed: ${this.describe(error)}`);
     }
   }
 
@@ -443,7 +673,7 @@ class UpstreamConnection {
     try {
       await client.ping({ timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) });
     } catch (error) {
-      this.lost(generation, `ping failed: ${describe(error)}`);
+      this.lost(generation, `ping failed: ${this.describe(error)}`);
     } finally {
       this.checking = false;
     }
@@ -459,7 +689,11 @@ class UpstreamConnection {
     this.pingTimer.unref();
   }
 
-  /** The connection is gone (or never came up): tools leave the catalog, and a reconnect is scheduled. */
+  /**
+   * The connection is gone (or never came up): tools leave the catalog (so listings, search and the index stop offering
+   * what cannot be called, and another server may take over a clashing name) but stay remembered, so a call to one
+   * answers upstream_unavailable naming this server; a reconnect is scheduled.
+   */
   private lost(generation: number, reason: string): void {
     if (generation !== this.generation || this.closed) return;
     this.generation++;
@@ -472,14 +706,20 @@ class UpstreamConnection {
     const tail = this.stderrTail.length > 0 ? ` (stderr: ${this.stderrTail.slice(-3).join(' | ')})` : '';
     this.lastError = reason + tail;
     this.connectedAt = null;
+    for (const name of this.toUpstream.keys()) this.remembered.add(name);
     this.toUpstream.clear();
     this.transformOf.clear();
     this.clashes = [];
     this.catalog.removeSource(this.name);
+    const hadFeatures = this.features !== NO_FEATURES;
+    this.features = NO_FEATURES;
+    if (hadFeatures) this.onFeatures({ kind: 'lists' });
     // Closing fires onclose again; the generation check above ignores it.
     void client?.close().catch(() => {});
     const delay = backoff(this.failures, this.options.reconnect);
-    this.log[wasConnected ? 'warn' : 'info']({ reason: this.lastError, retryInMs: Math.round(delay), failures: this.failures }, 'upstream down');
+    this.retryAt = Date.now() + delay;
+    // warn both when a live connection drops and when a connection attempt fails: either way tools are missing.
+    this.log.warn({ reason: this.lastError, wasConnected, retryInMs: Math.round(delay), failures: this.failures }, 'upstream down');
     this.retryTimer = setTimeout(() => void this.connect(), delay);
     this.retryTimer.unref();
     this.onStatus(this.status());
@@ -493,19 +733,6 @@ class UpstreamConnection {
 export function backoff(failures: number, { initialMs, maxMs }: { initialMs: number; maxMs: number }, random = Math.random): number {
   const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
   return ceiling / 2 + (random() * ceiling) / 2;
-}
-
-/**
- * The HTTP transport passes one long-lived AbortSignal to every fetch; undici detaches its abort listener only when the
- * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
- */
-const quietFetch: typeof fetch = (input, init) => {
-  if (init?.signal) setMaxListeners(0, init.signal);
-  return fetch(input, init);
-};
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

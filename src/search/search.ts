@@ -23,6 +23,8 @@ export type SearchMode = (typeof SEARCH_MODES)[number];
 
 /** `select:a,b` picks tools by exact name instead of searching. */
 export const SELECT_PREFIX = 'select:';
+/** `regex:<pattern>` searches in regex mode whatever mode was asked for, so a query means the same on every face. */
+export const REGEX_PREFIX = 'regex:';
 
 export interface SearchSettings {
   mode: SearchMode;
@@ -180,8 +182,10 @@ export class SearchService {
   }
 
   async search(request: SearchRequest): Promise<SearchResponse> {
-    const query = request.query.trim();
-    const mode = query.toLowerCase().startsWith(SELECT_PREFIX) ? 'select' : (request.mode ?? this.settings.mode);
+    const trimmed = request.query.trim();
+    const prefix = trimmed.toLowerCase();
+    const mode = prefix.startsWith(SELECT_PREFIX) ? 'select' : prefix.startsWith(REGEX_PREFIX) ? 'regex' : (request.mode ?? this.settings.mode);
+    const query = prefix.startsWith(REGEX_PREFIX) ? trimmed.slice(REGEX_PREFIX.length) : trimmed;
     const stopTimer = searchDuration.startTimer({ mode });
     const response = await this.answer(query, mode, request);
     stopTimer();

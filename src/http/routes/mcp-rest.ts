@@ -47,27 +47,61 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
 
   router.post('/mcp-rest/tools/call', async (req, res) => {
     const body = parseBody(callBody, req.body);
-    try {
-      // A result with isError: true is the tool's own answer and passes through with 200.
-      res.json(await gateway.callTool(body.name, body.arguments, { access: accessOf(res) }));
-    } catch (error) {
-      throw error instanceof GatewayError ? toHttpError(error) : error;
-    }
+    // A result with isError: true is the tool's own answer and passes through with 200.
+    res.json(await rest(() => gateway.callTool(body.name, body.arguments, { access: accessOf(res) })));
+  });
+
+  // Resources and prompts of the upstreams the key may use, as /mcp lists them (namespaced names, upstream URIs).
+  router.get('/mcp-rest/resources/list', (_req, res) => {
+    const { resources, templates } = gateway.offered(accessOf(res));
+    res.json({ resources, resourceTemplates: templates });
+  });
+
+  router.post('/mcp-rest/resources/read', async (req, res) => {
+    const body = parseBody(readBody, req.body);
+    res.json(await rest(() => gateway.readResource(body.uri, { access: accessOf(res) })));
+  });
+
+  router.get('/mcp-rest/prompts/list', (_req, res) => {
+    res.json({ prompts: gateway.offered(accessOf(res)).prompts });
+  });
+
+  router.post('/mcp-rest/prompts/get', async (req, res) => {
+    const body = parseBody(promptBody, req.body);
+    res.json(await rest(() => gateway.getPrompt(body.name, body.arguments, { access: accessOf(res) })));
   });
 
   return router;
 }
 
+const readBody = z.object({ uri: z.string({ error: 'is required and must be a string' }).min(1, 'must not be empty').max(8_192) }).strict();
+const promptBody = z
+  .object({
+    name: z.string({ error: 'is required and must be a string' }).min(1, 'must not be empty'),
+    arguments: z.record(z.string(), z.string({ error: 'prompt arguments are strings' })).optional(),
+  })
+  .strict();
+
+async function rest<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw error instanceof GatewayError ? toHttpError(error) : error;
+  }
+}
+
 function toHttpError(error: GatewayError): HttpError {
   switch (error.kind) {
     case 'unknown_tool':
+    case 'not_found':
       return new HttpError(404, 'not_found', error.message);
     case 'forbidden':
       return new HttpError(403, 'forbidden', error.message);
     case 'upstream_timeout':
       return new HttpError(504, 'upstream_timeout', error.message);
     case 'upstream_unavailable':
-      return new HttpError(502, 'upstream_unavailable', error.message);
+      // The server is known but not connected: a temporary state, retried by the reconnect schedule.
+      return new HttpError(503, 'upstream_unavailable', error.message, { retryAfterSeconds: error.retryAfterSeconds ?? 1 });
     case 'upstream_error':
       return new HttpError(502, 'upstream_error', error.message);
     case 'index_not_ready':

@@ -1,0 +1,63 @@
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+
+/**
+ * A JSON-RPC error whose wire message is the bare message. The SDK puts `MCP error <code>: ` into McpError's message and
+ * sends that message as it is; the receiving SDK client adds the prefix again, so clients read
+ * "MCP error -32602: MCP error -32602: unknown tool". With the bare message they read the prefix once.
+ */
+export class RpcError extends McpError {
+  constructor(code: number, message: string, data?: unknown) {
+    super(code, message, data);
+    this.message = message;
+  }
+}
+
+/** What the last failed HTTP response of an upstream said, for the error it caused (the SDK keeps only the body). */
+export interface HttpFailure {
+  status: number;
+  statusText: string;
+  wwwAuthenticate?: string;
+}
+
+const BODY_EXCERPT_CHARS = 200;
+const MCP_PREFIX = /^(MCP error -?\d+: )(?:MCP error -?\d+: )+/;
+
+/** Drops repeats of the "MCP error <code>: " prefix that a relayed SDK error carries. */
+export function withoutRepeatedCode(message: string): string {
+  return message.replace(MCP_PREFIX, '$1');
+}
+
+/**
+ * The real cause of an upstream failure in one line: the HTTP status with WWW-Authenticate and a body excerpt, or the
+ * network error under "fetch failed" (ECONNREFUSED, ENOTFOUND, a TLS certificate problem), instead of the SDK's
+ * generic "connection closed".
+ */
+export function describeUpstreamError(error: unknown, http?: HttpFailure): string {
+  if (error instanceof StreamableHTTPError && (error.code ?? 0) > 0) {
+    const body = error.message.replace(/^Streamable HTTP error: (Error POSTing to endpoint|Failed to open SSE stream): ?/, '').trim();
+    const status = http && http.status === error.code ? `HTTP ${http.status}${http.statusText ? ` ${http.statusText}` : ''}` : `HTTP ${error.code}`;
+    const challenge = http && http.status === error.code && http.wwwAuthenticate ? ` (WWW-Authenticate: ${excerpt(http.wwwAuthenticate)})` : '';
+    return `${status}${challenge}${body ? `: ${excerpt(body)}` : ''}`;
+  }
+  const parts: string[] = [];
+  let current: unknown = error;
+  // Bounded: a cause chain could in principle loop.
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+    if (current instanceof Error) {
+      const code = (current as NodeJS.ErrnoException).code;
+      const message = withoutRepeatedCode(current.message);
+      parts.push(typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message);
+      current = current.cause;
+    } else {
+      parts.push(String(current));
+      break;
+    }
+  }
+  return parts.filter((part) => part.length > 0).join(': ') || 'unknown error';
+}
+
+function excerpt(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > BODY_EXCERPT_CHARS ? `${flat.slice(0, BODY_EXCERPT_CHARS)}…` : flat;
+}
