@@ -292,6 +292,17 @@ describe('fail-open', () => {
     assert.deepEqual(llm.received[0]!.json.tools, TOOLS.slice(0, 20));
   });
 
+  it('trims again once the provider is back', async () => {
+    down = false;
+    try {
+      const answer = await post(`${url}/v1/chat/completions`, { model: 'm', messages: EMAIL, tools: TOOLS });
+      assert.equal(answer.headers.get('x-toolrouter-fail-open'), null);
+      assert.ok(llm.received[0]!.json.tools.length < TOOLS.length);
+    } finally {
+      down = true;
+    }
+  });
+
   it('fails the request in OpenAI format instead with chat.failOpen off', async () => {
     const config = loadConfig({}, { port: 0, host: '127.0.0.1', logLevel: 'silent', upstreamLlmUrl: llm.url, chat: { failOpen: false } });
     const strict = await createToolrouter(config, { log: pino({ level: 'silent' }), embedder });

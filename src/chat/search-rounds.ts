@@ -113,7 +113,7 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
   const asked = typeof args?.top_k === 'number' && Number.isInteger(args.top_k) ? args.top_k : settings.topK;
   const room = settings.maxTools - 1 - tools.length;
   const topK = Math.max(0, Math.min(asked, settings.topK, room));
-  let found: ReturnType<typeof toolSummary>[] = [];
+  let found: ReturnType<typeof toolSummary>[];
   try {
     const hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
     for (const tool of hits) {
