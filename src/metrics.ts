@@ -33,6 +33,20 @@ export const chatToolIndexLookups = new Counter({
   registers: [metrics],
 });
 
+export const chatSearchCalls = new Counter({
+  name: 'toolrouter_chat_search_calls_total',
+  help: "Calls of the chat proxy's search tool answered by the proxy, by api and result (found, empty, invalid, error)",
+  labelNames: ['api', 'result'] as const,
+  registers: [metrics],
+});
+
+export const chatFailOpen = new Counter({
+  name: 'toolrouter_chat_fail_open_total',
+  help: 'Proxy requests forwarded with their tools unranked because ranking failed (chat.failOpen)',
+  labelNames: ['api'] as const,
+  registers: [metrics],
+});
+
 // Search, index and HTTP. Search is timed in SearchService, so every face (REST, MCP, chat catalog mode) is counted.
 
 export const searchDuration = new Histogram({

@@ -5,6 +5,7 @@ import { Auth } from './auth/auth.js';
 import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
 import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
+import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
 import type { Config } from './config/config.js';
 import { createEmbedder, type Embedder } from './embedding/embedder.js';
@@ -93,6 +94,8 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
+  // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
+  routers.push(passthroughRoutes({ upstreamUrl: config.upstreamLlmUrl, upstreamKey: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs, bodyLimit: config.bodyLimit }, log));
 
   const app = createApp({
     catalog,
@@ -107,6 +110,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     indexGraceMs: config.ready.indexGraceMs,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
+    proxy: { isProxyPath, requireKey: config.chat.requireKey },
     tuning: { catalog, indexes, search, embedder, config, defaults },
     redis,
     auth,

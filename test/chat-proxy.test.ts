@@ -45,7 +45,8 @@ describe('chat completions proxy', () => {
 
   before(async () => {
     llm = await startStandInLlm();
-    api = await startRouter({ upstreamLlmUrl: llm.url, search: { pinned: [PINNED] } });
+    // The search tool and sticky selection have their own tests (chat-search-tool.test.ts); here every request is its own.
+    api = await startRouter({ upstreamLlmUrl: llm.url, search: { pinned: [PINNED] }, chat: { searchRounds: 0, stickyConversations: 0 } });
     completions = `${api.url}/v1/chat/completions`;
     rewrite = `${api.url}/v1/tools/rewrite`;
   });
@@ -493,7 +494,10 @@ describe('chat completions proxy: configuration', () => {
       assert.equal(answer.json.error.type, 'api_error');
       const dry = await post(`${api.url}/v1/tools/rewrite`, { messages: [user('send an email')], tools: TOOLS });
       assert.equal(dry.status, 200);
-      assert.equal(dry.json.request.tools.length, 10);
+      // The ten ranked tools, and the search tool the proxy answers itself.
+      assert.equal(dry.json.request.tools.length, 11);
+      assert.equal(dry.json.request.tools.at(-1).function.name, 'search_tools');
+      assert.equal(dry.json.decision.searchTool, 'search_tools');
     } finally {
       await api.close();
     }
@@ -517,7 +521,7 @@ describe('chat completions proxy: configuration', () => {
     let api: RunningRouter;
     before(async () => {
       llm = await startStandInLlm();
-      api = await startRouter({ upstreamLlmUrl: llm.url, chat: { timeoutMs: 500, upstreamKey: 'sk-upstream' } });
+      api = await startRouter({ upstreamLlmUrl: llm.url, chat: { timeoutMs: 500, upstreamKey: 'sk-upstream', searchRounds: 0 } });
     });
     after(async () => {
       await api.close();

@@ -43,7 +43,8 @@ describe('Responses API proxy', () => {
 
   before(async () => {
     llm = await startStandInLlm();
-    api = await startRouter({ upstreamLlmUrl: llm.url, search: { pinned: [PINNED] } });
+    // The search tool and sticky selection have their own tests (chat-search-tool.test.ts); here every request is its own.
+    api = await startRouter({ upstreamLlmUrl: llm.url, search: { pinned: [PINNED] }, chat: { searchRounds: 0, stickyConversations: 0 } });
     responses = `${api.url}/v1/responses`;
     rewrite = `${api.url}/v1/tools/rewrite`;
   });
@@ -298,7 +299,7 @@ describe('rewriter activation threshold', () => {
   before(async () => {
     llm = await startStandInLlm();
     // 20 tools or 1,000 tokens: the fixture's first 15 tools are under the count but over the budget.
-    api = await startRouter({ upstreamLlmUrl: llm.url, search: { activation: { maxTools: 20, maxTokens: 1_000 } } });
+    api = await startRouter({ upstreamLlmUrl: llm.url, search: { activation: { maxTools: 20, maxTokens: 1_000 } }, chat: { searchRounds: 0, stickyConversations: 0 } });
   });
   after(async () => {
     await api.close();

@@ -25,14 +25,19 @@ export interface Credential {
 
 /**
  * `x-toolrouter-key: <key>`, or `Authorization: Bearer <key>` when that bearer token is toolrouter's (a virtual key or
- * the admin key). Any other bearer token belongs to the caller's LLM provider and is left for the chat proxy to forward.
+ * the admin key). Any other bearer token belongs to the caller's LLM provider and is left for the chat proxy to forward
+ * unless `anyBearer` (routes that forward nothing to an LLM): there it is a wrong key, and is reported as one.
  */
-export function readCredential(headers: { authorization?: string; 'x-toolrouter-key'?: string | string[] }, adminKey: string | undefined): Credential | undefined {
+export function readCredential(
+  headers: { authorization?: string; 'x-toolrouter-key'?: string | string[] },
+  adminKey: string | undefined,
+  anyBearer = false,
+): Credential | undefined {
   const explicit = headers['x-toolrouter-key'];
   if (typeof explicit === 'string' && explicit.trim() !== '') return { secret: explicit.trim(), header: 'x-toolrouter-key' };
   const bearer = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? '')?.[1];
   if (bearer === undefined) return undefined;
-  if (bearer.startsWith(SECRET_PREFIX) || (adminKey !== undefined && sameSecret(bearer, adminKey))) {
+  if (anyBearer || bearer.startsWith(SECRET_PREFIX) || (adminKey !== undefined && sameSecret(bearer, adminKey))) {
     return { secret: bearer, header: 'authorization' };
   }
   return undefined;
@@ -54,12 +59,13 @@ export class Auth {
     return this.settings.adminKey === undefined;
   }
 
-  async authenticate(credential: Credential | undefined, clientAddress: string): Promise<Access> {
+  /** `anonymous`: a request without a credential is let in (the chat proxy with chat.requireKey off). */
+  async authenticate(credential: Credential | undefined, clientAddress: string, anonymous = false): Promise<Access> {
     // The admin key is checked first and alone: no address's failed attempts and no Redis outage can lock it out.
     if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (this.settings.perIpPerMinute > 0) await this.limits.consume('ip', clientAddress, this.settings.perIpPerMinute);
     if (credential === undefined) {
-      if (this.open) return Access.open;
+      if (this.open || anonymous) return Access.open;
       throw new UnauthorizedError('missing API key: send "Authorization: Bearer <key>" or "x-toolrouter-key: <key>"');
     }
     const failures = this.settings.authFailuresPerIpPerMinute;

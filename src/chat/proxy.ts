@@ -1,6 +1,5 @@
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { OpenAiError } from './errors.js';
@@ -12,13 +11,26 @@ export const UPSTREAM_ENDPOINTS = { chat: 'chat/completions', responses: 'respon
 export interface UpstreamSettings {
   /** OpenAI-compatible base URL (`https://api.openai.com/v1`), or the full chat-completions or responses URL. */
   url: string;
-  /** Which endpoint under the base URL. */
-  api: Api;
+  /** Which endpoint under the base URL; or `passthrough`: the caller's own path under /v1, with its method. */
+  api: Api | 'passthrough';
   /** Replaces the caller's Authorization when set. */
   key?: string;
   /** Longest wait for the upstream's response head, and then between two chunks of its body. */
   timeoutMs: number;
 }
+
+/**
+ * Reads the start of an upstream answer to decide whether the caller gets it. `push` says `pass` as soon as the turn is
+ * certainly the caller's (the proxy then streams what it held and the rest as it comes); a turn never passed is held
+ * to its end, and `finish` either takes it (the proxy answers it itself) or lets it go to the caller after all.
+ */
+export interface TurnReader<T> {
+  push(chunk: Uint8Array): 'hold' | 'pass';
+  finish(): T | undefined;
+}
+
+/** Most bytes of one upstream turn held back while deciding; a longer turn goes to the caller as it is. */
+const MAX_HELD_BYTES = 16 * 1024 * 1024;
 
 /** Connection-level headers (RFC 9110 §7.6.1) and those the proxy recomputes; never copied across. */
 const HOP_BY_HOP = new Set([
@@ -41,11 +53,13 @@ const HOP_BY_HOP = new Set([
  * to the full chat-completions URL, as Azure deployments are) has it replaced, so one setting serves both APIs. The
  * caller's query string (Azure's `api-version`) is kept.
  */
-export function upstreamUrl(base: string, api: Api, incomingUrl: string): string {
+export function upstreamUrl(base: string, api: Api | 'passthrough', incomingUrl: string): string {
   const url = new URL(base);
   const root = url.pathname.replace(/\/+$/, '').replace(/\/(chat\/completions|responses)$/, '');
-  url.pathname = `${root}/${UPSTREAM_ENDPOINTS[api]}`;
-  const search = new URL(incomingUrl, 'http://placeholder').search;
+  const incoming = new URL(incomingUrl, 'http://placeholder');
+  // Passed-through routes keep their path below /v1: `GET /v1/models` is `<base>/models`.
+  url.pathname = api === 'passthrough' ? `${root}${incoming.pathname.replace(/^\/v1(?=\/)/, '')}` : `${root}/${UPSTREAM_ENDPOINTS[api]}`;
+  const { search } = incoming;
   if (search) url.search = search;
   return url.toString();
 }
@@ -55,18 +69,22 @@ export function chatCompletionsUrl(base: string, incomingUrl: string): string {
 }
 
 /**
- * Forwards a request (chat completion or response) and streams the upstream's answer back as it comes: status, headers and body
- * bytes unchanged, so SSE chunks, error bodies and anything else the upstream says reach the caller exactly. Nothing
- * is parsed on the way back. Errors before the upstream answers are OpenAI-style (502 unreachable, 504 timeout); once
+ * Forwards a request (chat completion, response, or a passed-through route) and streams the upstream's answer back as
+ * it comes: status, headers and body bytes unchanged, so SSE chunks, error bodies and anything else the upstream says
+ * reach the caller exactly. Errors before the upstream answers are OpenAI-style (502 unreachable, 504 timeout); once
  * the body is streaming, a failure can only cut the connection, which clients see as a truncated stream.
+ *
+ * With a `reader`, a successful answer is first shown to it: a turn it takes is returned and nothing is sent to the
+ * caller (the proxy answers that turn itself and asks the upstream again); any other is sent on unchanged.
  */
-export async function forwardRequest(
+export async function forwardRequest<T>(
   req: Request,
   res: Response,
-  body: Uint8Array | string,
+  body: Uint8Array | string | undefined,
   upstream: UpstreamSettings,
   log: Logger,
-): Promise<void> {
+  reader?: (answer: globalThis.Response) => TurnReader<T> | undefined,
+): Promise<T | undefined> {
   const controller = new AbortController();
   let timedOut = false;
   let timer: NodeJS.Timeout | undefined;
@@ -77,6 +95,7 @@ export async function forwardRequest(
       controller.abort(new Error(`no answer from the upstream LLM within ${upstream.timeoutMs} ms`));
     }, upstream.timeoutMs);
   };
+  const timeout = () => new OpenAiError(504, `The upstream LLM did not answer within ${upstream.timeoutMs} ms.`, 'api_error', null, 'upstream_timeout');
   // A caller that hangs up stops the upstream generation too, instead of leaving it to run (and bill) to the end.
   const onClose = () => {
     if (!res.writableFinished) controller.abort(new Error('client closed the connection'));
@@ -87,18 +106,44 @@ export async function forwardRequest(
     let answer: globalThis.Response;
     try {
       answer = await fetch(upstreamUrl(upstream.url, upstream.api, req.originalUrl), {
-        method: 'POST',
-        headers: upstreamHeaders(req, upstream.key),
+        method: upstream.api === 'passthrough' ? req.method : 'POST',
+        headers: upstreamHeaders(req, upstream.key, upstream.api !== 'passthrough'),
         body,
         signal: controller.signal,
       });
     } catch (error) {
-      if (timedOut) {
-        throw new OpenAiError(504, `The upstream LLM did not answer within ${upstream.timeoutMs} ms.`, 'api_error', null, 'upstream_timeout');
-      }
-      if (controller.signal.aborted) return;
+      if (timedOut) throw timeout();
+      if (controller.signal.aborted) return undefined;
       const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
       throw new OpenAiError(502, `The upstream LLM could not be reached: ${cause}`, 'api_error', null, 'upstream_unreachable');
+    }
+    const chunks = answer.body?.getReader();
+    const turn = answer.ok && chunks ? reader?.(answer) : undefined;
+    const held: Uint8Array[] = [];
+    let ended = false;
+    if (turn && chunks) {
+      let heldBytes = 0;
+      try {
+        for (;;) {
+          const { done, value } = await chunks.read();
+          arm();
+          if (done) {
+            ended = true;
+            break;
+          }
+          held.push(value);
+          heldBytes += value.byteLength;
+          if (turn.push(value) === 'pass' || heldBytes > MAX_HELD_BYTES) break;
+        }
+      } catch (error) {
+        if (timedOut) throw timeout();
+        if (controller.signal.aborted) return undefined;
+        throw new OpenAiError(502, `The upstream LLM broke off its answer: ${(error as Error).message}`, 'api_error', null, 'upstream_unreachable');
+      }
+      if (ended) {
+        const taken = turn.finish();
+        if (taken !== undefined) return taken;
+      }
     }
     res.status(answer.status);
     // fetch decodes compressed bodies; their length and encoding no longer describe the bytes passed on.
@@ -107,11 +152,19 @@ export async function forwardRequest(
       if (name === 'content-length' ? decoded : HOP_BY_HOP.has(name) || name === 'content-encoding' || name === 'set-cookie') return;
       res.setHeader(name, value);
     });
-    if (!answer.body) {
+    if (!chunks) {
       res.end();
-      return;
+      return undefined;
     }
     res.flushHeaders();
+    async function* rest(): AsyncGenerator<Uint8Array> {
+      yield* held;
+      while (!ended) {
+        const { done, value } = await chunks!.read();
+        if (done) return;
+        yield value;
+      }
+    }
     // Each chunk re-arms the timer: a long generation that keeps streaming is fine, a stalled one is cut.
     const watchdog = new Transform({
       transform(chunk, _encoding, done) {
@@ -120,13 +173,14 @@ export async function forwardRequest(
       },
     });
     try {
-      await pipeline(Readable.fromWeb(answer.body as WebReadableStream<Uint8Array>), watchdog, res);
+      await pipeline(Readable.from(rest()), watchdog, res);
     } catch (error) {
       if (!controller.signal.aborted || timedOut) {
         log.warn({ err: error, timedOut }, 'upstream LLM stream broke off; connection to the caller closed');
       }
       res.destroy();
     }
+    return undefined;
   } finally {
     clearTimeout(timer);
     res.off('close', onClose);
@@ -134,13 +188,13 @@ export async function forwardRequest(
 }
 
 /** The caller's headers minus connection-level ones and toolrouter's own; the upstream key, when set, replaces theirs. */
-function upstreamHeaders(req: Request, key: string | undefined): Headers {
+function upstreamHeaders(req: Request, key: string | undefined, json: boolean): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || name.startsWith('x-toolrouter-') || name === 'accept-encoding') continue;
     headers.set(name, Array.isArray(value) ? value.join(', ') : value);
   }
-  headers.set('content-type', 'application/json');
+  if (json) headers.set('content-type', 'application/json');
   // Uncompressed, so the bytes passed back are the upstream's own and SSE is not held in a compressor's buffer.
   headers.set('accept-encoding', 'identity');
   if (key !== undefined) headers.set('authorization', `Bearer ${key}`);

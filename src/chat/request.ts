@@ -132,6 +132,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
     toolChoiceNames: toolChoiceNames(data.tool_choice),
     toolUse: toolUse(messages),
     turns: messages,
+    history: messages,
     stream: data.stream === true,
   };
 }

@@ -112,6 +112,7 @@ const bodySchema = z.looseObject({
   tools: z.array(toolSchema, { error: 'must be an array of tools' }).nullish(),
   tool_choice: toolChoiceSchema.nullish(),
   stream: z.boolean({ error: 'must be a boolean' }).nullish(),
+  previous_response_id: z.string({ error: 'must be a string' }).nullish(),
 });
 
 export function parseResponsesRequest(body: unknown): ResponsesRequest {
@@ -131,6 +132,8 @@ export function parseResponsesRequest(body: unknown): ResponsesRequest {
     toolUse: toolUse(items),
     // `instructions` is the system message of this API; the query reads it only when no user text exists, as in chat.
     turns: data.instructions ? [{ role: 'system', content: data.instructions }, ...messages] : messages,
+    history: items,
+    ...(typeof data.previous_response_id === 'string' ? { previousResponseId: data.previous_response_id } : {}),
     stream: data.stream === true,
   };
 }

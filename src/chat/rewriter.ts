@@ -6,17 +6,19 @@ import { SearchService, type SearchMode } from '../search/search.js';
 import { toolTokens, totalTokens } from '../search/tokens.js';
 import { conversationQuery } from './query.js';
 import {
+  capKept,
   keepAll,
   requiredTools,
   selectRequestTools,
+  stickyOrder,
   toolLabel,
   type DroppedTool,
   type KeptTool,
   type RuleReason,
   type UnchangedReason,
 } from './rewrite.js';
-import type { FunctionTool, ToolIndexCache } from './tool-index-cache.js';
-import type { Api, ToolRequest } from './tool-request.js';
+import type { FunctionTool, ToolIndex, ToolIndexCache } from './tool-index-cache.js';
+import type { Api, RequestTool, ToolRequest } from './tool-request.js';
 import { catalogFunctionTool } from './tools.js';
 
 export interface RewriteOptions {
@@ -26,6 +28,10 @@ export interface RewriteOptions {
   useCatalog: boolean;
   /** Who asks: catalog mode only ever adds tools this caller's key may see. */
   access?: Access;
+  /** Tools forwarded in an earlier turn of this conversation, in that order: kept, and forwarded first. */
+  sticky?: readonly string[];
+  /** Most tools forwarded, whatever keeps them (chat.maxTools, less any slot the caller reserves). */
+  maxTools?: number;
 }
 
 export interface Decision {
@@ -90,62 +96,144 @@ export class ToolRewriter {
     this.activation = new ActivationPolicy('auto', deps.activation);
   }
 
-  rewrite(request: ToolRequest, options: RewriteOptions): Promise<Rewrite> {
+  async rewrite(request: ToolRequest, options: RewriteOptions): Promise<Rewrite> {
     const access = options.access ?? Access.open;
-    return options.useCatalog ? this.fromCatalog(request, options.k, access) : this.fromRequest(request, options.k, access.scope);
+    const rewrite = options.useCatalog
+      ? await this.fromCatalog(request, options.k, access)
+      : await this.fromRequest(request, options.k, access.scope, options.sticky ?? []);
+    return this.cap(request, rewrite, options.maxTools);
   }
 
-  private async fromRequest(request: ToolRequest, k: number, scope: string | undefined): Promise<Rewrite> {
+  /**
+   * The request as it came, for when search cannot run (an index not ready, the embeddings provider down): the model
+   * gets every tool rather than none, still within maxTools.
+   */
+  unranked(request: ToolRequest, options: RewriteOptions): Rewrite {
+    const required = requiredTools(request, this.deps.search.settings.pinned);
+    const functions = request.tools.filter((tool) => tool.function !== undefined).length;
+    const activation = decideActivation('auto', this.deps.activation, functions, () => totalTokens(request.tools.map((tool) => tool.definition)));
+    return this.cap(request, this.unchanged(request, options.k, required, 'search_unavailable', '', undefined, activation), options.maxTools);
+  }
+
+  /**
+   * The request's function tools that best match `query`, for the proxy's search tool: at most `topK`, none of
+   * `exclude` (already forwarded), and none the caller's key may not see (a request tool that is a catalog tool outside
+   * the key).
+   */
+  async findRequestTools(request: ToolRequest, query: string, topK: number, exclude: ReadonlySet<string>, access: Access): Promise<RequestTool[]> {
+    const functions = request.tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
+    const { catalog } = this.deps;
+    const visible = (name: string) => {
+      if (!access.restricted) return true;
+      const entry = catalog.get(name);
+      return entry === undefined || access.canSee(entry);
+    };
+    const { index } = await this.deps.cache.get(functions);
+    const { results } = await this.requestSearch(index, topK, exclude.size).search({
+      query,
+      topK,
+      mode: this.mode,
+      visible: (entry) => !exclude.has(entry.tool.name) && visible(entry.tool.name),
+      feedbackScope: access.scope,
+    });
+    const byName = new Map(functions.map((tool) => [tool.function.name, tool]));
+    return results.flatMap((hit) => {
+      const tool = byName.get(hit.tool.name);
+      return tool ? [tool] : [];
+    });
+  }
+
+  /** Search over one request's tool index with the router's current defaults. */
+  private requestSearch(index: ToolIndex, k: number, excluded: number): SearchService {
+    const settings = this.deps.search.settings;
+    return new SearchService(index.catalog, index.indexes, this.deps.embedder, {
+      ...settings,
+      mode: this.mode,
+      topK: k,
+      maxTopK: k,
+      // Excluded tools are filtered out after ranking, so rank enough candidates to still fill k.
+      candidates: Math.max(settings.candidates, k + excluded),
+      // Pinned tools are a keep-rule here; the request's own search must not hide them.
+      pinned: [],
+      // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
+    }, this.deps.search.feedback);
+  }
+
+  /** The request forwarded with every tool, each with its keep reason. */
+  private unchanged(
+    request: ToolRequest,
+    k: number,
+    required: ReadonlyMap<string, RuleReason>,
+    reason: UnchangedReason,
+    query: string,
+    cache: 'hit' | 'miss' | undefined,
+    activation: Activation,
+  ): Rewrite {
+    const { tools } = request;
+    const tokens = totalTokens(tools.map((tool) => tool.definition));
+    return {
+      body: undefined,
+      decision: {
+        api: request.api,
+        mode: 'request',
+        k,
+        query,
+        changed: false,
+        total: tools.length,
+        kept: keepAll(tools, required, reason),
+        dropped: [],
+        tokens: { before: tokens, after: tokens, saved: 0 },
+        activation,
+        ...(cache ? { cache } : {}),
+      },
+    };
+  }
+
+  /** At most `max` tools forwarded, whatever kept them (src/chat/rewrite.ts capKept says which go first). */
+  private cap(request: ToolRequest, rewrite: Rewrite, max = Number.POSITIVE_INFINITY): Rewrite {
+    const { decision } = rewrite;
+    const definitions = rewrite.body ? ((rewrite.body.tools as unknown[] | undefined) ?? []) : request.tools.map((tool) => tool.definition);
+    const { keep, dropped } = capKept(decision.kept, max);
+    if (dropped.length === 0 || definitions.length !== decision.kept.length) return rewrite;
+    const forwarded = definitions.filter((_definition, position) => keep[position]);
+    const after = totalTokens(forwarded);
+    return {
+      body: { ...(rewrite.body ?? request.body), tools: forwarded },
+      decision: {
+        ...decision,
+        changed: true,
+        kept: decision.kept.filter((_tool, position) => keep[position]),
+        dropped: [...decision.dropped, ...dropped],
+        tokens: { before: decision.tokens.before, after, saved: Math.max(0, decision.tokens.before - after) },
+      },
+    };
+  }
+
+  private async fromRequest(request: ToolRequest, k: number, scope: string | undefined, earlier: readonly string[]): Promise<Rewrite> {
     const { tools } = request;
     const settings = this.deps.search.settings;
     const required = requiredTools(request, settings.pinned);
     const functions = tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
     const requiredHere = functions.filter((tool) => required.has(tool.function.name)).length;
+    const functionNames = new Set(functions.map((tool) => tool.function.name));
+    const sticky = new Set(earlier.filter((name) => functionNames.has(name) && !required.has(name)));
     // Token counts are memoised per definition (src/search/tokens.ts), and only lists within maxTools are counted.
     const activation = decideActivation('auto', this.deps.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
-    const unchanged = (reason: UnchangedReason, query = '', cache?: 'hit' | 'miss'): Rewrite => {
-      const tokens = totalTokens(tools.map((tool) => tool.definition));
-      return {
-        body: undefined,
-        decision: {
-          api: request.api,
-          mode: 'request',
-          k,
-          query,
-          changed: false,
-          total: tools.length,
-          kept: keepAll(tools, required, reason),
-          dropped: [],
-          tokens: { before: tokens, after: tokens, saved: 0 },
-          activation,
-          ...(cache ? { cache } : {}),
-        },
-      };
-    };
+    const unchanged = (reason: UnchangedReason, query = '', cache?: 'hit' | 'miss'): Rewrite =>
+      this.unchanged(request, k, required, reason, query, cache, activation);
     // A small list costs less than a search would save: the model sees it whole.
     if (!activation.active) return unchanged('below_threshold');
     // Nothing could be dropped: forwarded as is, without indexing anything.
-    if (functions.length - requiredHere <= k) return unchanged('within_k');
+    if (functions.length - requiredHere - sticky.size <= k) return unchanged('within_k');
     const query = conversationQuery(request.turns, this.deps.maxQueryLength);
     if (query === '') return unchanged('no_query');
 
     const { index, hit } = await this.deps.cache.get(functions);
-    const search = new SearchService(index.catalog, index.indexes, this.deps.embedder, {
-      ...settings,
-      mode: this.mode,
-      topK: k,
-      maxTopK: k,
-      // Rule-kept tools are filtered out after ranking, so rank enough candidates to still fill k.
-      candidates: Math.max(settings.candidates, k + requiredHere),
-      // Pinned tools are a keep-rule here; the request's own search must not hide them.
-      pinned: [],
-      // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
-    }, this.deps.search.feedback);
-    const { results } = await search.search({
+    const { results } = await this.requestSearch(index, k, requiredHere + sticky.size).search({
       query,
       topK: k,
       mode: this.mode,
-      visible: (entry) => !required.has(entry.tool.name),
+      visible: (entry) => !required.has(entry.tool.name) && !sticky.has(entry.tool.name),
       feedbackScope: scope,
     });
     const cache = hit ? 'hit' : 'miss';
@@ -155,8 +243,15 @@ export class ToolRewriter {
       tools,
       required,
       results.map((hit) => ({ name: hit.tool.name, score: hit.score })),
+      sticky,
     );
-    const forwarded = tools.filter((_tool, position) => selection.keep[position]).map((tool) => tool.definition);
+    const keptTools = tools.filter((_tool, position) => selection.keep[position]);
+    const ordered = stickyOrder(
+      keptTools.map((tool, position) => ({ tool, kept: selection.kept[position]! })),
+      (item) => item.kept.name,
+      earlier,
+    );
+    const forwarded = ordered.map((item) => item.tool.definition);
     // Function tools' counts come with the cached index; only other kinds (rare, always kept) are counted here.
     const functionTokens = new Map(functions.map((tool, i) => [tool, index.tokens[i]!]));
     let before = 0;
@@ -175,7 +270,7 @@ export class ToolRewriter {
         query,
         changed: true,
         total: tools.length,
-        kept: selection.kept,
+        kept: ordered.map((item) => item.kept),
         dropped: selection.dropped,
         tokens: { before, after, saved: before - after },
         activation,
@@ -262,7 +357,8 @@ export class ToolRewriter {
         k,
         query,
         changed: true,
-        total: snapshot.entries.length + extras.length,
+        // What this caller's key may see: a restricted key learns nothing of the catalog's size beyond it.
+        total: entries.length + extras.length,
         kept,
         dropped,
         tokens: { before, after, saved: Math.max(0, before - after) },

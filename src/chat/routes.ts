@@ -3,13 +3,16 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
-import { chatTokensSaved, chatToolsDropped, chatToolsKept } from '../metrics.js';
-import type { SearchService } from '../search/search.js';
+import { chatFailOpen, chatTokensSaved, chatToolsDropped, chatToolsKept } from '../metrics.js';
+import { IndexNotReadyError, type SearchService } from '../search/search.js';
 import { OpenAiError, invalidRequest, openAiErrorHandler } from './errors.js';
 import { forwardRequest } from './proxy.js';
 import { parseChatRequest } from './request.js';
 import { parseResponsesRequest } from './responses.js';
-import { ToolRewriter, type RewriteOptions } from './rewriter.js';
+import { ToolRewriter, type Rewrite, type RewriteOptions } from './rewriter.js';
+import { forwardWithSearch } from './search-rounds.js';
+import { searchToolDefinition, searchToolName } from './search-tool.js';
+import { StickySelections, type ConversationKeys } from './sticky.js';
 import { ToolIndexCache } from './tool-index-cache.js';
 import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
 import { ChatFeedback, conversationSteps } from '../feedback/capture.js';
@@ -59,6 +62,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
     }),
   });
   const rawBody = express.raw({ type: () => true, limit: config.bodyLimit });
+  const sticky = new StickySelections(config.chat.stickyConversations);
 
   const proxy = (api: Api) => async (req: Request, res: Response) => {
     const upstreamUrl = config.upstreamLlmUrl;
@@ -72,17 +76,76 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
       );
     }
     const request = readRequest(req, api);
-    const { body, decision } = await rewriter.rewrite(request, rewriteOptions(req, res, config.chat.k));
-    chatFeedback.observe(conversationSteps(request), decision, accessOf(res).scope);
+    const access = accessOf(res);
+    const { rewrite, searchTool, keys } = await prepare(req, res, request);
+    const { body, decision } = rewrite;
+    chatFeedback.observe(conversationSteps(request), decision, access.scope);
     const labels = { mode: decision.mode };
     chatToolsKept.inc(labels, decision.kept.length);
     chatToolsDropped.inc(labels, decision.dropped.length);
     chatTokensSaved.inc(labels, decision.tokens.saved);
     log.debug({ api, mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache }, 'tools rewritten');
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
-    // Unchanged requests go upstream as the very bytes the caller sent.
-    const forwarded = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
-    await forwardRequest(req, res, forwarded, { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs }, log);
+    const upstream = { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs };
+    const kept = decision.kept.map((tool) => tool.name);
+    if (body === undefined || searchTool === undefined) {
+      // Unchanged requests go upstream as the very bytes the caller sent.
+      await forwardRequest(req, res, body === undefined ? rawBytes(req, request) : JSON.stringify(body), upstream, log);
+      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept);
+      return;
+    }
+    const result = await forwardWithSearch({
+      req,
+      res,
+      request,
+      body,
+      forwarded: kept,
+      total: decision.total,
+      access,
+      upstream,
+      rewriter,
+      settings: {
+        toolName: searchTool,
+        rounds: config.chat.searchRounds,
+        topK: config.chat.searchTopK,
+        maxTools: config.chat.maxTools,
+        maxQueryLength: config.search.maxQueryLength,
+      },
+      log,
+    });
+    sticky.set(keys, result.forwarded, result.responseId);
+  };
+
+  /**
+   * The rewrite of one request: the tools it forwards (sticky ones first), and the search tool's name when it gets one.
+   * Ranking that fails (an index not ready, the embeddings provider down) forwards the tools unranked with
+   * chat.failOpen, and says so in `x-toolrouter-fail-open`.
+   */
+  const prepare = async (req: Request, res: Response, request: ToolRequest): Promise<{ rewrite: Rewrite; searchTool?: string; keys: ConversationKeys }> => {
+    const access = accessOf(res);
+    const options = rewriteOptions(req, res, config.chat.k);
+    const keys = sticky.keys(request, access.scope);
+    const n = request.body.n;
+    // The search tool needs a turn it can read (one choice), a model allowed to call tools, and a key allowed to search.
+    const searchable =
+      !options.useCatalog && config.chat.searchRounds > 0 && access.searchEnabled && request.body.tool_choice !== 'none' && !(typeof n === 'number' && n > 1);
+    let rewrite: Rewrite;
+    try {
+      rewrite = await rewriter.rewrite(request, {
+        ...options,
+        sticky: options.useCatalog ? [] : sticky.get(keys),
+        maxTools: config.chat.maxTools - (searchable ? 1 : 0),
+      });
+    } catch (error) {
+      if (error instanceof OpenAiError || !config.chat.failOpen) throw error;
+      log.warn({ err: error, api: request.api }, 'ranking the tools failed; forwarding them unranked (chat.failOpen)');
+      chatFailOpen.inc({ api: request.api });
+      res.setHeader('x-toolrouter-fail-open', error instanceof IndexNotReadyError ? 'index_not_ready' : 'search_failed');
+      return { rewrite: rewriter.unranked(request, { ...options, maxTools: config.chat.maxTools }), keys };
+    }
+    // Only a request that lost tools needs a way back to them.
+    const trimmed = rewrite.body !== undefined && rewrite.decision.mode === 'request' && rewrite.decision.dropped.length > 0;
+    return { rewrite, keys, ...(searchable && trimmed ? { searchTool: searchToolName(request.tools, config.chat.searchToolName) } : {}) };
   };
   router.post(CHAT_COMPLETIONS_PATH, rawBody, proxy('chat'));
   router.post(RESPONSES_PATH, rawBody, proxy('responses'));
@@ -90,9 +153,11 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
   router.post(REWRITE_PATH, rawBody, async (req, res) => {
     const parsed = Buffer.isBuffer(req.body) ? parseJsonObject(req.body, 'chat completion or Responses API request') : req.body;
     const request = PARSERS[rewriteApi(parsed)](parsed);
-    const { body, decision } = await rewriter.rewrite(request, rewriteOptions(req, res, config.chat.k));
+    const { rewrite, searchTool } = await prepare(req, res, request);
+    const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
-    res.json({ request: body ?? request.body, decision });
+    const forwarded = body && searchTool ? { ...body, tools: [...(body.tools as unknown[]), searchToolDefinition(request.api, searchTool)] } : (body ?? request.body);
+    res.json({ request: forwarded, decision: searchTool ? { ...decision, searchTool } : decision });
   });
 
   router.use(openAiErrorHandler(log));

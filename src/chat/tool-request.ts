@@ -52,6 +52,13 @@ export interface ToolRequest {
   toolUse: ToolUse;
   /** The messages, oldest first, that the search query is built from (src/chat/query.ts). */
   turns: Turn[];
+  /**
+   * The conversation as sent, oldest first (chat: `messages`; Responses: `input` as items): a later turn starts with
+   * the same items, which is how sticky selection recognises it.
+   */
+  history: readonly unknown[];
+  /** Responses API: the response this request continues. */
+  previousResponseId?: string;
   stream: boolean;
 }
 

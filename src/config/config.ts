@@ -297,6 +297,25 @@ export const configSchema = z.object({
       timeoutMs: z.number().int().min(1).max(3_600_000).default(600_000),
       /** Request tool lists whose index is kept (least recently used first out). */
       toolIndexCacheSize: z.number().int().min(0).max(10_000).default(64),
+      /**
+       * Never forward more tools than this, whatever keeps them (128 is OpenAI's limit); the weakest reasons go first.
+       */
+      maxTools: z.number().int().min(1).max(10_000).default(128),
+      /**
+       * Name of the function tool trimmed requests carry so the model can ask for tools that were left out; the proxy
+       * answers it. When the request has a tool of that name already, `<name>_2`, `<name>_3`... is used.
+       */
+      searchToolName: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/, 'must be 1-60 characters of A-Z a-z 0-9 _ -').default('search_tools'),
+      /** Search-tool calls the proxy answers per request before the model must answer with what it has; 0: no search tool. */
+      searchRounds: z.number().int().min(0).max(10).default(3),
+      /** Tools one search-tool call adds at most (the model may ask for fewer with top_k). */
+      searchTopK: z.number().int().min(1).max(50).default(5),
+      /** Conversations whose forwarded tools are remembered, so later turns keep them (least recently used first out). */
+      stickyConversations: z.number().int().min(0).max(1_000_000).default(10_000),
+      /** When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing. */
+      failOpen: z.boolean().default(true),
+      /** With ADMIN_KEY set, proxy requests need a toolrouter key (x-toolrouter-key); off, they go through without one. */
+      requireKey: z.boolean().default(true),
     })
     .prefault({}),
   /** MCP gateway: upstream servers and the face served at /mcp and by `toolrouter stdio`. */

@@ -8,7 +8,7 @@ import type { SearchService } from '../search/search.js';
 import { httpRequests } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';
 import type { Config } from '../config/config.js';
-import { authenticate, requireAdmin } from './auth.js';
+import { authenticate, requireAdmin, type ProxyAuthOptions } from './auth.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import { assertJsonDepth } from './json-depth.js';
 import { requestLog } from './request-log.js';
@@ -37,6 +37,8 @@ export interface AppDependencies {
   rawBodyPaths?: readonly string[];
   /** /ready fails once the live index has not been built for the current catalog for this long (ready.indexGraceMs). */
   indexGraceMs?: number;
+  /** The OpenAI-compatible proxy's paths (bodies read raw, refusals OpenAI-shaped) and whether they need a key. */
+  proxy?: ProxyAuthOptions;
   /** The Redis connection of the shared index pipeline; /ready checks it answers. */
   redis?: Redis;
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
@@ -71,10 +73,10 @@ export function createApp(deps: AppDependencies): Express {
   const json = express.json({ limit: deps.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
   const rawBodyPaths = new Set(deps.rawBodyPaths ?? []);
   if (deps.auth) {
-    app.use(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS }));
+    app.use(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: deps.proxy }));
     app.get('/metrics', requireAdmin);
   }
-  app.use((req, res, next) => (rawBodyPaths.has(req.path) ? next() : json(req, res, next)));
+  app.use((req, res, next) => (rawBodyPaths.has(req.path) || deps.proxy?.isProxyPath(req.path) ? next() : json(req, res, next)));
   if (deps.auth) app.use(keyRoutes({ store: deps.auth.store, defaults: deps.keyDefaults ?? { tool_search_enabled: true } }));
   app.use(healthRoutes(deps));
   app.use(catalogRoutes(deps));

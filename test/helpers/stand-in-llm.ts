@@ -88,8 +88,90 @@ export function responsesEventStream(text = 'Hello there'): string {
   return events.map((event) => `event: ${String(event.type)}\ndata: ${JSON.stringify(event)}\n\n`).join('');
 }
 
-/** Answers by path: a chat completion, or a response object for `/responses`. */
-export const byPath: Responder = (req, res) => (req.url.split('?')[0]!.endsWith('/responses') ? jsonResponse(req, res) : jsonCompletion(req, res));
+/** The model list an OpenAI-compatible server answers `GET /v1/models` with. */
+export const MODEL_LIST = { object: 'list', data: [{ id: 'stand-in', object: 'model', created: 1_700_000_000, owned_by: 'toolrouter-tests' }] };
+
+/** Answers by path: a chat completion, a response object for `/responses`, the model list for `/models`. */
+export const byPath: Responder = (req, res) => {
+  const path = req.url.split('?')[0]!;
+  if (path.endsWith('/models')) return jsonBody(() => MODEL_LIST)(req, res);
+  return path.endsWith('/responses') ? jsonResponse(req, res) : jsonCompletion(req, res);
+};
+
+/** The n-th request gets the n-th responder (counted from the last reset); the last one answers every later request. */
+export function scripted(...responders: Responder[]): Responder {
+  let next = 0;
+  return (req, res) => responders[Math.min(next++, responders.length - 1)]!(req, res);
+}
+
+/** Answers 200 with a `text/event-stream` body, one chunk per event. */
+export const sse =
+  (events: () => string[]): Responder =>
+  (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'x-request-id': 'req-standin' });
+    for (const event of events()) res.write(event);
+    res.end();
+  };
+
+/** A chat completion whose assistant message calls one function. */
+export function toolCallCompletion(id: string, name: string, args: unknown): Record<string, unknown> {
+  return {
+    ...completion(),
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name, arguments: JSON.stringify(args) } }] },
+        finish_reason: 'tool_calls',
+      },
+    ],
+  };
+}
+
+/** The chat-completion chunks of a streamed function call, arguments split in two, as `data:` events. */
+export function toolCallChunks(id: string, name: string, args: unknown): string[] {
+  const json = JSON.stringify(args);
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-standin', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'stand-in', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const half = Math.floor(json.length / 2);
+  return [
+    chunk({ role: 'assistant', content: null }),
+    chunk({ tool_calls: [{ index: 0, id, type: 'function', function: { name, arguments: '' } }] }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: json.slice(0, half) } }] }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: json.slice(half) } }] }),
+    chunk({}, 'tool_calls'),
+    'data: [DONE]\n\n',
+  ];
+}
+
+/** The chunks of a streamed text answer. */
+export function textChunks(text: string): string[] {
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-standin', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'stand-in', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  return [chunk({ role: 'assistant', content: '' }), ...text.split(' ').map((word, i) => chunk({ content: i === 0 ? word : ` ${word}` })), chunk({}, 'stop'), 'data: [DONE]\n\n'];
+}
+
+/** A Responses API response whose output is one function call. */
+export function functionCallResponse(callId: string, name: string, args: unknown, id = 'resp_call'): Record<string, unknown> {
+  return {
+    ...responseObject(),
+    id,
+    output: [{ type: 'function_call', id: `fc_${callId}`, call_id: callId, name, arguments: JSON.stringify(args), status: 'completed' }],
+  };
+}
+
+/** The Responses API events of a streamed function call. */
+export function functionCallEvents(callId: string, name: string, args: unknown, id = 'resp_call'): string[] {
+  const final = functionCallResponse(callId, name, args, id);
+  const item = (final.output as Record<string, unknown>[])[0]!;
+  const events: Record<string, unknown>[] = [
+    { type: 'response.created', sequence_number: 0, response: { ...final, status: 'in_progress', output: [] } },
+    { type: 'response.output_item.added', sequence_number: 1, output_index: 0, item: { ...item, arguments: '', status: 'in_progress' } },
+    { type: 'response.function_call_arguments.delta', sequence_number: 2, item_id: item.id, output_index: 0, delta: item.arguments },
+    { type: 'response.output_item.done', sequence_number: 3, output_index: 0, item },
+    { type: 'response.completed', sequence_number: 4, response: final },
+  ];
+  return events.map((event) => `event: ${String(event.type)}\ndata: ${JSON.stringify(event)}\n\n`);
+}
 
 export async function startStandInLlm(): Promise<StandInLlm> {
   let responder: Responder = byPath;

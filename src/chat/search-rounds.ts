@@ -1,0 +1,143 @@
+import type { Request, Response } from 'express';
+import type { Logger } from 'pino';
+import type { Access } from '../auth/access.js';
+import { chatSearchCalls } from '../metrics.js';
+import { forwardRequest, type UpstreamSettings } from './proxy.js';
+import type { ToolRewriter } from './rewriter.js';
+import { continuation, searchToolDefinition, searchTurnReader, type SearchCall, type SearchTurnReader } from './search-tool.js';
+import { toolLabel } from './rewrite.js';
+import type { ToolRequest } from './tool-request.js';
+
+export interface SearchRoundSettings {
+  /** The search tool's name in this request (src/chat/search-tool.ts searchToolName). */
+  toolName: string;
+  /** Search calls answered before the model's turn goes to the caller whatever it is. */
+  rounds: number;
+  topK: number;
+  /** Most tools forwarded, the search tool included. */
+  maxTools: number;
+  maxQueryLength: number;
+}
+
+export interface SearchRoundInput {
+  req: Request;
+  res: Response;
+  request: ToolRequest;
+  /** The rewritten body and the names of its tools, in order. */
+  body: Record<string, unknown>;
+  forwarded: readonly string[];
+  /** Tools in the request, for the x-toolrouter-tools header. */
+  total: number;
+  access: Access;
+  upstream: UpstreamSettings;
+  rewriter: ToolRewriter;
+  settings: SearchRoundSettings;
+  log: Logger;
+}
+
+export interface SearchRoundResult {
+  /** Every tool forwarded in the last upstream call (the search tool not included), in order. */
+  forwarded: string[];
+  /** Search calls the proxy answered. */
+  searches: number;
+  /** Responses API: the id of the response the caller got. */
+  responseId?: string;
+}
+
+/**
+ * Forwards a trimmed request with the search tool added. A turn in which the model calls it is held back: the proxy
+ * searches the request's own tools, adds what it found, appends the call and its answer to the conversation and asks
+ * the upstream again. The first turn that is not a search (or any turn after `rounds` searches) goes to the caller
+ * untouched, streamed as it comes.
+ */
+export async function forwardWithSearch(input: SearchRoundInput): Promise<SearchRoundResult> {
+  const { req, res, request, access, upstream, rewriter, settings, log } = input;
+  const api = request.api;
+  const tools = [...((input.body.tools as unknown[] | undefined) ?? [])];
+  const forwarded = [...input.forwarded];
+  const searchTool = searchToolDefinition(api, settings.toolName);
+  let body = input.body;
+  let searches = 0;
+  // Set by the reader factory, which runs inside forwardRequest.
+  const last = {} as { reader?: SearchTurnReader };
+  for (let round = 0; ; round++) {
+    const intercept = round < settings.rounds;
+    res.setHeader('x-toolrouter-tools', `${forwarded.length}/${input.total}`);
+    res.setHeader('x-toolrouter-search-calls', String(searches));
+    last.reader = undefined;
+    const sent = { ...body, tools: [...tools, searchTool] };
+    const turn = await forwardRequest(req, res, JSON.stringify(sent), upstream, log, intercept ? (answer) => (last.reader = searchTurnReader(api, settings.toolName, answer)) : undefined);
+    if (turn === undefined) break;
+    const final = round + 1 >= settings.rounds;
+    const answers = new Map<string, string>();
+    for (const call of turn.calls) {
+      searches++;
+      answers.set(call.callId, await answerSearch(call, { request, access, rewriter, settings, log, tools, forwarded, last: final, round }));
+    }
+    body = continuation(api, sent, turn, answers);
+  }
+  const responseId = (last.reader as SearchTurnReader | undefined)?.responseId;
+  return { forwarded, searches, ...(responseId ? { responseId } : {}) };
+}
+
+interface AnswerContext {
+  request: ToolRequest;
+  access: Access;
+  rewriter: ToolRewriter;
+  settings: SearchRoundSettings;
+  log: Logger;
+  /** Forwarded definitions and their names; found tools are appended to both. */
+  tools: unknown[];
+  forwarded: string[];
+  /** No further search will be answered in this request. */
+  last: boolean;
+  round: number;
+}
+
+/** The tool result the model reads: the tools it may now call, or why there are none. */
+async function answerSearch(call: SearchCall, context: AnswerContext): Promise<string> {
+  const { request, access, rewriter, settings, log, tools, forwarded } = context;
+  const api = request.api;
+  let args: { query?: unknown; top_k?: unknown } | undefined;
+  try {
+    args = JSON.parse(call.arguments) as typeof args;
+  } catch {
+    args = undefined;
+  }
+  const query = typeof args?.query === 'string' ? args.query.trim().slice(0, settings.maxQueryLength) : '';
+  const lastNote = context.last ? ' This was the last tool search for this request: answer with the tools you have.' : '';
+  if (query === '') {
+    chatSearchCalls.inc({ api, result: 'invalid' });
+    return JSON.stringify({ error: `Call ${settings.toolName} with {"query": "<what the tool should do>"}.${lastNote}` });
+  }
+  const asked = typeof args?.top_k === 'number' && Number.isInteger(args.top_k) ? args.top_k : settings.topK;
+  const room = settings.maxTools - 1 - tools.length;
+  const topK = Math.max(0, Math.min(asked, settings.topK, room));
+  let found: ReturnType<typeof toolSummary>[];
+  try {
+    const hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
+    for (const tool of hits) {
+      tools.push(tool.definition);
+      forwarded.push(toolLabel(tool));
+    }
+    found = hits.map(toolSummary);
+  } catch (error) {
+    chatSearchCalls.inc({ api, result: 'error' });
+    log.warn({ err: error, api, query }, 'search tool call failed');
+    return JSON.stringify({ error: `The tool search failed; continue with the tools you have.${lastNote}` });
+  }
+  chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
+  log.info({ api, round: context.round, query, found: found.map((tool) => tool.name) }, 'search tool answered');
+  const note =
+    found.length > 0
+      ? 'These tools are now available: call them directly.'
+      : room <= 0
+        ? 'No more tools can be added to this request.'
+        : 'No other tools match; continue with the tools you have.';
+  return JSON.stringify({ tools: found, note: note + lastNote });
+}
+
+function toolSummary(tool: { function?: { name: string; description?: string | null } }): { name: string; description?: string } {
+  const description = tool.function?.description ?? undefined;
+  return { name: tool.function!.name, ...(description ? { description: description.slice(0, 300) } : {}) };
+}

@@ -1,0 +1,246 @@
+import { toolLabel } from './rewrite.js';
+import type { TurnReader } from './proxy.js';
+import type { Api, RequestTool } from './tool-request.js';
+
+/**
+ * The proxy's search tool: trimmed requests carry one extra function tool through which the model asks for tools that
+ * were left out. The proxy answers those calls itself and asks the upstream again; the caller never sees them. This
+ * module knows the tool's shape in both APIs, how to recognise a turn that calls it (streamed or not), and how the
+ * conversation continues after it.
+ */
+
+const DESCRIPTION =
+  'Find more tools. Only the tools that looked relevant are listed; when none of them fits what you need to do, call ' +
+  'this with a short description of the task, and the tools that match become available for your next step.';
+
+const PARAMETERS = {
+  type: 'object',
+  properties: {
+    query: { type: 'string', description: 'What the tool should do, in a few words.' },
+    top_k: { type: 'integer', minimum: 1, maximum: 50, description: 'How many tools to add (default 5).' },
+  },
+  required: ['query'],
+  additionalProperties: false,
+};
+
+/** The configured name, or `<name>_2`, `<name>_3`... when the request already has a tool of that name. */
+export function searchToolName(tools: readonly RequestTool[], configured: string): string {
+  const taken = new Set(tools.map(toolLabel));
+  if (!taken.has(configured)) return configured;
+  for (let suffix = 2; ; suffix++) if (!taken.has(`${configured}_${suffix}`)) return `${configured}_${suffix}`;
+}
+
+export function searchToolDefinition(api: Api, name: string): Record<string, unknown> {
+  return api === 'chat'
+    ? { type: 'function', function: { name, description: DESCRIPTION, parameters: PARAMETERS } }
+    : { type: 'function', name, description: DESCRIPTION, parameters: PARAMETERS, strict: false };
+}
+
+/** One call of the search tool by the model. */
+export interface SearchCall {
+  callId: string;
+  arguments: string;
+}
+
+/** A turn in which the model called the search tool. */
+export interface SearchTurn {
+  calls: SearchCall[];
+  /** Every call of that turn (some may be of other tools), to answer each. */
+  allCallIds: string[];
+  /** What to append to the conversation before the answers: the assistant message, or the Responses output items. */
+  items: Record<string, unknown>[];
+}
+
+export interface SearchTurnReader extends TurnReader<SearchTurn> {
+  /** Responses API: the id of the upstream's response, once read (sticky selection files the turn under it). */
+  readonly responseId?: string;
+}
+
+/** Reads an upstream answer (JSON or SSE, by its content type) for a call of the search tool. */
+export function searchTurnReader(api: Api, name: string, answer: globalThis.Response): SearchTurnReader | undefined {
+  const type = answer.headers.get('content-type') ?? '';
+  if (type.includes('text/event-stream')) return api === 'chat' ? new ChatStreamReader(name) : new ResponsesStreamReader(name);
+  if (type.includes('json')) return new JsonReader((json) => (api === 'chat' ? chatTurn(json, name) : responsesTurn(json, name)), api === 'responses');
+  return undefined;
+}
+
+/** The request body for the next upstream call: the turn and its answers appended to the conversation. */
+export function continuation(api: Api, body: Record<string, unknown>, turn: SearchTurn, answers: ReadonlyMap<string, string>): Record<string, unknown> {
+  if (api === 'chat') {
+    const results = turn.allCallIds.map((id) => ({ role: 'tool', tool_call_id: id, content: answers.get(id) ?? NOT_RUN }));
+    return { ...body, messages: [...(body.messages as unknown[]), ...turn.items, ...results] };
+  }
+  const input = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : ((body.input as unknown[] | undefined) ?? []);
+  const results = turn.allCallIds.map((id) => ({ type: 'function_call_output', call_id: id, output: answers.get(id) ?? NOT_RUN }));
+  return { ...body, input: [...input, ...turn.items, ...results] };
+}
+
+/** The answer to a call made in the same turn as a search: the proxy cannot run the caller's tools. */
+const NOT_RUN = 'Not run: this call came together with a tool search. Call it again if it is still needed.';
+
+function chatTurn(json: unknown, name: string): SearchTurn | undefined {
+  const message = (json as { choices?: { message?: Record<string, unknown> }[] } | null)?.choices?.[0]?.message;
+  const calls = (message?.tool_calls ?? []) as { id?: string; function?: { name?: string; arguments?: string } }[];
+  return chatSearchTurn(typeof message?.content === 'string' ? message.content : null, calls, name);
+}
+
+function chatSearchTurn(content: string | null, calls: readonly { id?: string; function?: { name?: string; arguments?: string } }[], name: string): SearchTurn | undefined {
+  const search = calls.filter((call) => call.function?.name === name);
+  if (search.length === 0 || calls.some((call) => typeof call.id !== 'string' || typeof call.function?.name !== 'string')) return undefined;
+  return {
+    calls: search.map((call) => ({ callId: call.id!, arguments: call.function?.arguments ?? '' })),
+    allCallIds: calls.map((call) => call.id!),
+    items: [
+      {
+        role: 'assistant',
+        content,
+        tool_calls: calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.function!.name, arguments: call.function?.arguments ?? '' } })),
+      },
+    ],
+  };
+}
+
+function responsesTurn(json: unknown, name: string): SearchTurn | undefined {
+  const output = (json as { output?: unknown } | null)?.output;
+  return Array.isArray(output) ? responsesSearchTurn(output as Record<string, unknown>[], name) : undefined;
+}
+
+/**
+ * The function calls of a response go back into the input as items of their own (without the ids the upstream gave
+ * them, which only a stored response could resolve); reasoning and other items stay out for the same reason.
+ */
+function responsesSearchTurn(output: readonly Record<string, unknown>[], name: string): SearchTurn | undefined {
+  const calls = output.filter((item) => item.type === 'function_call' && typeof item.call_id === 'string' && typeof item.name === 'string');
+  const search = calls.filter((item) => item.name === name);
+  if (search.length === 0) return undefined;
+  return {
+    calls: search.map((item) => ({ callId: item.call_id as string, arguments: typeof item.arguments === 'string' ? item.arguments : '' })),
+    allCallIds: calls.map((item) => item.call_id as string),
+    items: calls.map((item) => ({ type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments ?? '' })),
+  };
+}
+
+/** A JSON answer is held whole and read once it has all come. */
+class JsonReader implements SearchTurnReader {
+  private readonly chunks: Uint8Array[] = [];
+  responseId?: string;
+  constructor(
+    private readonly read: (json: unknown) => SearchTurn | undefined,
+    private readonly response: boolean,
+  ) {}
+  push(chunk: Uint8Array): 'hold' {
+    this.chunks.push(chunk);
+    return 'hold';
+  }
+  finish(): SearchTurn | undefined {
+    let json: unknown;
+    try {
+      json = JSON.parse(Buffer.concat(this.chunks).toString('utf8'));
+    } catch {
+      return undefined;
+    }
+    const id = (json as { id?: unknown } | null)?.id;
+    if (this.response && typeof id === 'string') this.responseId = id;
+    return this.read(json);
+  }
+}
+
+/** Splits SSE bytes into the JSON of each event's data lines (`[DONE]` and non-JSON data are skipped). */
+abstract class SseReader implements SearchTurnReader {
+  responseId?: string;
+  private readonly decoder = new TextDecoder();
+  private buffer = '';
+  /** The search tool is being called: hold the turn to its end. */
+  protected searching = false;
+
+  push(chunk: Uint8Array): 'hold' | 'pass' {
+    this.buffer += this.decoder.decode(chunk, { stream: true });
+    const events = this.buffer.split(/\r?\n\r?\n/);
+    this.buffer = events.pop() ?? '';
+    for (const event of events) {
+      const data = event
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(5).trimStart())
+        .join('\n');
+      if (data === '' || data === '[DONE]') continue;
+      let json: unknown;
+      try {
+        json = JSON.parse(data);
+      } catch {
+        continue;
+      }
+      if (this.event(json as Record<string, unknown>) === 'pass' && !this.searching) return 'pass';
+    }
+    return 'hold';
+  }
+
+  /** `pass` when this event shows the turn is not a search (only heeded before a search call was seen). */
+  protected abstract event(json: Record<string, unknown>): 'hold' | 'pass';
+  abstract finish(): SearchTurn | undefined;
+}
+
+/** Chat completion chunks: the first content or the first named tool call decides. */
+class ChatStreamReader extends SseReader {
+  private content = '';
+  private readonly calls: { id?: string; function: { name?: string; arguments: string } }[] = [];
+
+  constructor(private readonly name: string) {
+    super();
+  }
+
+  protected event(json: Record<string, unknown>): 'hold' | 'pass' {
+    const delta = (json.choices as { delta?: Record<string, unknown> }[] | undefined)?.[0]?.delta;
+    if (!delta) return 'hold';
+    let verdict: 'hold' | 'pass' = 'hold';
+    if (typeof delta.content === 'string' && delta.content !== '') {
+      this.content += delta.content;
+      verdict = 'pass';
+    }
+    if (typeof delta.refusal === 'string' && delta.refusal !== '') verdict = 'pass';
+    for (const part of (delta.tool_calls ?? []) as { index?: number; id?: string; function?: { name?: string; arguments?: string } }[]) {
+      const call = (this.calls[part.index ?? 0] ??= { function: { arguments: '' } });
+      if (part.id) call.id = part.id;
+      if (part.function?.name) {
+        call.function.name = part.function.name;
+        if (part.function.name === this.name && verdict === 'hold') this.searching = true;
+        else if (!this.searching) verdict = 'pass';
+      }
+      if (part.function?.arguments) call.function.arguments += part.function.arguments;
+    }
+    return verdict;
+  }
+
+  finish(): SearchTurn | undefined {
+    if (!this.searching) return undefined;
+    return chatSearchTurn(this.content === '' ? null : this.content, this.calls.filter(Boolean), this.name);
+  }
+}
+
+/** Responses API events: the first output item that is a message or a function call decides; the final response is read whole. */
+class ResponsesStreamReader extends SseReader {
+  private output: Record<string, unknown>[] | undefined;
+
+  constructor(private readonly name: string) {
+    super();
+  }
+
+  protected event(json: Record<string, unknown>): 'hold' | 'pass' {
+    if (json.type === 'response.created') {
+      const id = (json.response as { id?: unknown } | undefined)?.id;
+      if (typeof id === 'string') this.responseId = id;
+    } else if (json.type === 'response.output_item.added') {
+      const item = json.item as { type?: string; name?: string } | undefined;
+      if (item?.type === 'function_call' && item.name === this.name) this.searching = true;
+      else if (item?.type === 'function_call' || item?.type === 'message') return 'pass';
+    } else if (json.type === 'response.completed') {
+      const output = (json.response as { output?: unknown } | undefined)?.output;
+      if (Array.isArray(output)) this.output = output as Record<string, unknown>[];
+    }
+    return 'hold';
+  }
+
+  finish(): SearchTurn | undefined {
+    return this.searching && this.output ? responsesSearchTurn(this.output, this.name) : undefined;
+  }
+}
