@@ -259,6 +259,7 @@ describe('fail-open', () => {
     const real = await createEmbedder(config.embedding);
     embedder = {
       modelId: real.modelId,
+      cacheKey: real.cacheKey,
       dimensions: real.dimensions,
       embed: (texts) => (down ? Promise.reject(new Error('embeddings provider unreachable')) : real.embed(texts)),
     };
