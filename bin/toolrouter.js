@@ -1,6 +1,11 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI through tsx's loader, so `toolrouter` works from any directory without a build step.
-import { register } from 'tsx/esm/api';
+// The compiled CLI (`npm run build`); an installed package ships dist/, a clone builds it with `npm run build`.
+import { existsSync } from 'node:fs';
+import { URL } from 'node:url';
 
-register();
-await import('../src/cli.ts');
+const cli = new URL('../dist/src/cli.js', import.meta.url);
+if (!existsSync(cli)) {
+  console.error('toolrouter: dist/ is missing: run `npm run build` in the toolrouter directory first');
+  process.exit(2);
+}
+await import(cli.href);

@@ -123,11 +123,16 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   return { config, catalog, indexes, pipeline, search, feedback, embedder, app, log, mcp, close };
 }
 
-export async function listen(router: Toolrouter): Promise<Server> {
-  const { config, log } = router;
+/** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */
+export function checkListenAddress(config: Pick<Config, 'adminKey' | 'host'>): void {
   if (!config.adminKey && !isLoopback(config.host)) {
     throw new Error(`refusing to listen on ${config.host} without ADMIN_KEY: an open service binds to loopback only`);
   }
+}
+
+export async function listen(router: Toolrouter): Promise<Server> {
+  const { config, log } = router;
+  checkListenAddress(config);
   const server = await new Promise<Server>((resolve, reject) => {
     const started = router.app.listen(config.port, config.host, (error?: Error) => (error ? reject(error) : resolve(started)));
   });

@@ -5,7 +5,8 @@ import MiniSearch from 'minisearch';
 import { Catalog } from '../src/catalog/catalog.js';
 import { SEARCHABLE_FIELDS, tokenize } from '../src/catalog/text.js';
 import type { Tool } from '../src/catalog/types.js';
-import { loadConfig, PROJECT_ROOT } from '../src/config/config.js';
+import { loadConfig } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { createEmbedder, type Embedder } from '../src/embedding/embedder.js';
 import { loadCatalogFile } from '../src/eval/datasets.js';
 import { deserializeIndex, serializeIndex } from '../src/index/artifact.js';
@@ -40,7 +41,7 @@ describe('index artifact', () => {
   });
 
   it('round-trips exact and HNSW indexes', async () => {
-    const small = await build(loadCatalogFile(path.join(PROJECT_ROOT, 'test/fixtures/catalog.json')), embedder);
+    const small = await build(loadCatalogFile(path.join(REPO_ROOT, 'test/fixtures/catalog.json')), embedder);
     const large = await build(syntheticTools(DEFAULT_HNSW.exactThreshold + 100), embedder);
     assert.equal(small.vectors.kind, 'exact');
     assert.equal(large.vectors.kind, 'hnsw');
@@ -51,7 +52,7 @@ describe('index artifact', () => {
   });
 
   it('still reads format-1 artifacts, whose BM25 section is MiniSearch JSON', async () => {
-    const tools = loadCatalogFile(path.join(PROJECT_ROOT, 'test/fixtures/catalog.json'));
+    const tools = loadCatalogFile(path.join(REPO_ROOT, 'test/fixtures/catalog.json'));
     const index = await build(tools, embedder);
     const current = serializeIndex(index, DEFAULT_HNSW);
     // Rebuild the artifact as the previous version wrote it: same header and vectors, MiniSearch JSON for BM25.

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { LabelledQuery } from '../src/catalog/types.js';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { createEngine } from '../src/eval/engine.js';
 import { tune } from '../src/eval/tune.js';
 import { CHROMIUM, launchChromium } from './helpers/browser.js';
@@ -12,7 +12,7 @@ import { stdioFixtureServer } from './helpers/mcp.js';
 import { eventually } from './helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 
-const QUERIES_FILE = path.join(PROJECT_ROOT, 'test/fixtures/queries.jsonl');
+const QUERIES_FILE = path.join(REPO_ROOT, 'test/fixtures/queries.jsonl');
 const pct = (value: number) => `${(value * 100).toFixed(1)}%`;
 
 /** Polls a check in the test process (the page re-renders asynchronously), failing with the last value seen. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { Catalog, type CatalogSnapshot } from '../src/catalog/catalog.js';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { createEmbedder, OFFLINE_MODEL_ID, type Embedder } from '../src/embedding/embedder.js';
 import { MemoryEmbeddingCache } from '../src/index/embedding-cache.js';
 import { LocalIndexPipeline, type IndexBuilder } from '../src/index/local-pipeline.js';
@@ -33,7 +33,7 @@ class GatedBuilder implements IndexBuilder {
 describe('IndexManager with the in-process pipeline', () => {
   let embedder: Embedder;
   before(async () => {
-    embedder = await createEmbedder({ model: OFFLINE_MODEL_ID, modelsDir: path.join(PROJECT_ROOT, 'models'), allowRemoteModels: false });
+    embedder = await createEmbedder({ model: OFFLINE_MODEL_ID, modelsDir: path.join(REPO_ROOT, 'models'), allowRemoteModels: false });
   });
 
   it('serves the previous index while a build runs and swaps when it finishes', async () => {

@@ -6,7 +6,7 @@ import { generateCatalog } from '../bench/catalog.js';
 import { Catalog } from '../src/catalog/catalog.js';
 import { SEARCHABLE_FIELDS, tokenize, type SearchableText } from '../src/catalog/text.js';
 import type { Tool } from '../src/catalog/types.js';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { loadCatalogFile, loadQueries } from '../src/eval/datasets.js';
 import { DEFAULT_LEXICAL, LexicalIndex, termProcessor, type LexicalSettings } from '../src/index/lexical.js';
 import { syntheticTools } from './helpers/synthetic.js';
@@ -41,8 +41,8 @@ function miniSearch(documents: Documents, settings: LexicalSettings = DEFAULT_LE
   return { engine, search };
 }
 
-const fixtureQueries = loadQueries(path.join(PROJECT_ROOT, 'test/fixtures/queries.jsonl')).map((query) => query.query);
-const liveQueries = loadQueries(path.join(PROJECT_ROOT, 'test/fixtures/livemcpbench-queries.jsonl')).map((query) => query.query);
+const fixtureQueries = loadQueries(path.join(REPO_ROOT, 'test/fixtures/queries.jsonl')).map((query) => query.query);
+const liveQueries = loadQueries(path.join(REPO_ROOT, 'test/fixtures/livemcpbench-queries.jsonl')).map((query) => query.query);
 const edgeQueries = [
   'file file export', // a repeated word counts twice in the score, once in the matched-terms factor
   'export file export report',
@@ -66,7 +66,7 @@ function assertSameRanking(index: LexicalIndex, reference: (query: string, limit
 }
 
 describe('LexicalIndex', () => {
-  const fixture = documentsOf(loadCatalogFile(path.join(PROJECT_ROOT, 'test/fixtures/catalog.json')));
+  const fixture = documentsOf(loadCatalogFile(path.join(REPO_ROOT, 'test/fixtures/catalog.json')));
   const index = LexicalIndex.build(fixture);
 
   it('ranks and scores exactly as MiniSearch did on the fixture', () => {

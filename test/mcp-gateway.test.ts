@@ -616,7 +616,7 @@ describe('toolrouter stdio', () => {
     const { tmpdir } = await import('node:os');
     const path = await import('node:path');
     const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
-    const { PROJECT_ROOT } = await import('../src/config/config.js');
+    const { REPO_ROOT } = await import('./helpers/paths.js');
     const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-stdio-'));
     const configFile = path.join(dir, 'config.json');
     // search: true, as the 9 fixture tools alone would be listed whole under the default "auto" (test/mcp-auto.test.ts).
@@ -628,8 +628,8 @@ describe('toolrouter stdio', () => {
 
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'src/cli.ts'), 'stdio'],
-      cwd: PROJECT_ROOT,
+      args: ['--import', 'tsx', path.join(REPO_ROOT, 'src/cli.ts'), 'stdio'],
+      cwd: REPO_ROOT,
       env: { TOOLROUTER_CONFIG: configFile, LOG_LEVEL: 'info' },
       stderr: 'pipe',
     });

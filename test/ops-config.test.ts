@@ -1,16 +1,19 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import YAML from 'yaml';
 import { checkConfig, MASK } from '../src/config/check.js';
-import { ConfigError, loadConfig, PROJECT_ROOT } from '../src/config/config.js';
-import { BIN } from './helpers/ops-processes.js';
+import { ConfigError, loadConfig } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
+import { CLI, CliProcess } from './helpers/ops-processes.js';
 
-const EXAMPLE = path.join(PROJECT_ROOT, 'config.example.yaml');
+const EXAMPLE = path.join(REPO_ROOT, 'config.example.yaml');
 
 function configFile(text: string, name = 'toolrouter.yaml'): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'toolrouter-ops-')), name);
@@ -18,11 +21,11 @@ function configFile(text: string, name = 'toolrouter.yaml'): string {
   return file;
 }
 
-/** `node bin/toolrouter.js <args>` to the end, without the developer's own settings leaking in. */
-async function cli(args: string[], env: Record<string, string> = {}, cwd = PROJECT_ROOT): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** `toolrouter <args>` to the end, without the developer's own settings leaking in. */
+async function cli(args: string[], env: Record<string, string> = {}, cwd = REPO_ROOT): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const base = { ...process.env };
   for (const name of ['TOOLROUTER_CONFIG', 'REDIS_URL', 'ADMIN_KEY', 'PORT', 'HOST', 'UPSTREAM_LLM_URL', 'UPSTREAM_LLM_KEY', 'WORKER_METRICS_PORT', 'LOG_LEVEL']) delete base[name];
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...CLI, ...args], { cwd, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -163,20 +166,101 @@ describe('toolrouter config check', () => {
     assert.match(stderr, /unknown setting search\.topk/);
   });
 
-  it('fails `serve` on the same invalid file before listening', async () => {
+  it('fails `serve` on the same invalid file before listening: one line, exit code 2', async () => {
     const file = configFile('search: { mode: fuzzy }\n');
-    const { code, stderr } = await cli(['--config', file, 'serve']);
-    assert.equal(code, 1);
-    assert.match(stderr, /search\.mode/);
+    const { code, stdout, stderr } = await cli(['--config', file, 'serve']);
+    assert.equal(code, 2);
+    assert.equal(stdout, '');
+    assert.match(stderr, /^toolrouter: invalid configuration \(.*toolrouter\.yaml and the environment\): search\.mode: /);
+    assert.equal(stderr.trim().split('\n').length, 1, stderr);
+  });
+
+  it('warns about unknown settings even when the file has errors too', async () => {
+    const file = configFile('mcp: { serverz: { x: { command: x } } }\nport: -1\n');
+    const { code, stderr } = await cli(['--config', file, 'config', 'check']);
+    assert.equal(code, 2);
+    assert.match(stderr, /unknown setting mcp\.serverz/);
+    assert.match(stderr, /^ {2}- port: /m);
+  });
+
+  it('makes unknown settings problems with --strict-config', async () => {
+    const file = configFile('search: { topk: 3 }\n');
+    const { code, stdout, stderr } = await cli(['--strict-config', '--config', file, 'config', 'check']);
+    assert.equal(code, 2);
+    assert.equal(stdout, '');
+    assert.match(stderr, /^ {2}- search\.topk: unknown setting$/m);
+  });
+
+  it('merges a partial search.weights over the defaults, as the settings API does', async () => {
+    const config = loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0.7 } }\n') });
+    assert.deepEqual(config.search.weights, { bm25: 0.7, vector: 0.45 });
+    assert.deepEqual(loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { vector: 0.2 } }\n') }).search.weights, { bm25: 0.55, vector: 0.2 });
+    assert.throws(() => loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0, vector: 0 } }\n') }), /search\.weights: at least one weight must be positive/);
+  });
+});
+
+describe('toolrouter start-up errors', () => {
+  /** One line on stderr naming the problem, exit code 2, no stack trace and no JSON log. */
+  const assertOneLine = (result: { code: number | null; stdout: string; stderr: string }, pattern: RegExp) => {
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(result.stdout, '');
+    const lines = result.stderr.trim().split('\n');
+    assert.equal(lines.length, 1, result.stderr);
+    assert.match(lines[0]!, pattern);
+    assert.doesNotMatch(result.stderr, /\n\s+at |"level"/);
+  };
+
+  it('names a bad PORT with the value given', async () => {
+    assertOneLine(await cli(['serve'], { PORT: 'eighty' }), /^toolrouter: invalid configuration \(environment\): PORT must be a port number \(0-65535\), got "eighty"$/);
+    assertOneLine(await cli(['worker'], { REDIS_URL: 'redis://127.0.0.1:1', WORKER_METRICS_PORT: '99999' }), /WORKER_METRICS_PORT must be a port number/);
+  });
+
+  it('refuses `worker` without Redis, saying what to set', async () => {
+    assertOneLine(await cli(['worker']), /^toolrouter: the index worker needs Redis: set REDIS_URL/);
+  });
+
+  it('says a command is unknown instead of handing it to serve', async () => {
+    const result = await cli(['frobnicate']);
+    assertOneLine(result, /^error: unknown command 'frobnicate' \(commands: serve, stdio, worker, eval, tune, config, models; /);
+    assert.doesNotMatch((await cli(['--help'])).stdout, /^ {2}bench\b/m, 'bench is `npm run bench`, not a production command');
+  });
+
+  it('reports a failure while starting as one line: an API on all interfaces without ADMIN_KEY', async () => {
+    assertOneLine(await cli(['serve'], { HOST: '0.0.0.0', PORT: '0', MODELS_DIR: path.join(REPO_ROOT, 'models') }), /^toolrouter: could not start: refusing to listen on 0\.0\.0\.0 without ADMIN_KEY/);
+  });
+
+  it('warns about unknown settings when serve starts, and --strict-config refuses them', async () => {
+    const file = configFile('port: 0\nmcp: { serverz: { a: { command: x } } }\nsearch: { topk: 3 }\nsurch: {}\n');
+    const strict = await cli(['--strict-config', '--config', file, 'serve']);
+    assertOneLine(strict, /^toolrouter: invalid configuration .*: mcp\.serverz: unknown setting; search\.topk: unknown setting; surch: unknown setting$/);
+    const child = new CliProcess(['--config', file, 'serve'], { MODELS_DIR: path.join(REPO_ROOT, 'models') });
+    try {
+      await child.waitFor((line) => line.msg === 'toolrouter listening');
+      const warned = child.logs.filter((line) => line.level === 40 && typeof line.setting === 'string').map((line) => line.setting);
+      assert.deepEqual(warned.sort(), ['mcp.serverz', 'search.topk', 'surch']);
+    } finally {
+      await child.stop();
+    }
+  });
+});
+
+describe('toolrouter models build', () => {
+  it('uses MODELS_DIR', async () => {
+    // A complete model already there (a copy of the one the tests use) is taken as is, so this builds nothing.
+    const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-models-'));
+    cpSync(path.join(REPO_ROOT, 'models/toolrouter'), path.join(dir, 'toolrouter'), { recursive: true });
+    const { code, stdout, stderr } = await cli(['models', 'build'], { MODELS_DIR: dir });
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout.trim(), `offline model ready in ${path.join(dir, 'toolrouter/glove-100d-sif')}`);
   });
 });
 
 describe('deployment files', () => {
-  const pkg = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
-  const compose = YAML.parse(readFileSync(path.join(PROJECT_ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as any;
-  const dockerfile = readFileSync(path.join(PROJECT_ROOT, 'Dockerfile'), 'utf8');
+  const pkg = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
+  const compose = YAML.parse(readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as any;
+  const dockerfile = readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
 
-  it('docker-compose.yml has redis with AOF, a scalable api and a worker running CLI commands that exist', async () => {
+  it('docker-compose.yml: redis with AOF, a scalable api and a worker from one image, running CLI commands that exist', async () => {
     assert.deepEqual(Object.keys(compose.services).sort(), ['api', 'redis', 'worker']);
     const { redis, api, worker } = compose.services;
     assert.ok(redis.command.join(' ').includes('--appendonly yes'));
@@ -187,29 +271,61 @@ describe('deployment files', () => {
     }
     for (const service of [api, worker]) {
       assert.equal(service.environment.REDIS_URL, 'redis://redis:6379');
-      assert.ok(service.environment.ADMIN_KEY, 'an API on all interfaces needs an admin key');
       assert.equal(service.depends_on.redis.condition, 'service_healthy');
     }
+    // One build: the api service builds the image, the worker runs it and never pulls it.
+    assert.equal(api.build, '.');
+    assert.equal(worker.build, undefined);
+    assert.equal(worker.image, api.image);
+    assert.equal(worker.pull_policy, 'never');
+    // ADMIN_KEY comes from the environment or the .env file beside the compose file; a missing one must not make
+    // `docker compose ps` (or logs, down) fail in a new shell, as `${ADMIN_KEY:?}` did: the API refuses to start instead.
+    const raw = readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8');
+    assert.doesNotMatch(raw, /\$\{ADMIN_KEY:\?/);
+    assert.match(raw, /ADMIN_KEY: \$\{ADMIN_KEY:-\}/);
+    assert.match(raw, /echo "ADMIN_KEY=\$\(openssl rand -hex 24\)" > \.env/);
     assert.equal(api.environment.HOST, '0.0.0.0');
     assert.deepEqual(api.command, ['serve']);
     assert.deepEqual(worker.command, ['worker']);
     assert.ok(worker.environment.WORKER_METRICS_PORT);
-    assert.match(worker.healthcheck.test.join(' '), new RegExp(`${worker.environment.WORKER_METRICS_PORT}/health`));
     // The commands are the CLI's: the image's entrypoint is the package's bin.
     const help = await cli(['--help']);
     for (const command of [api.command[0], worker.command[0]]) assert.match(help.stdout, new RegExp(`^ {2}${command}\\b`, 'm'));
   });
 
-  it('Dockerfile builds the offline model at build time, runs the package bin as a non-root user, with a health check', () => {
-    assert.match(dockerfile, /^FROM node:20-bookworm-slim AS build$/m);
-    assert.match(dockerfile, /^RUN npm ci\b/m);
+  it('Dockerfile: build stage compiles and builds the model, runtime stage has production dependencies and dist only, non-root', () => {
+    const [build, runtime] = dockerfile.split(/^FROM /m).slice(1);
+    assert.match(`FROM ${build}`, /^FROM node:20-bookworm-slim AS build$/m);
+    assert.match(build!, /^RUN npm ci\b/m);
     for (const [, script] of dockerfile.matchAll(/npm run ([\w:-]+)/g)) assert.ok(pkg.scripts[script!], `npm run ${script} exists in package.json`);
-    assert.match(dockerfile, /^RUN npm run models:build$/m);
-    assert.match(dockerfile, /^USER node$/m);
-    assert.match(dockerfile, /^HEALTHCHECK .*\n.*\/health/m);
-    const entrypoint = JSON.parse(/^ENTRYPOINT (.*)$/m.exec(dockerfile)![1]!) as string[];
+    assert.match(build!, /npm run build\b/);
+    assert.match(build!, /node dist\/src\/cli\.js models build\b/);
+    assert.match(build!, /npm prune --omit=dev\b/);
+    // The runtime stage takes only the compiled code, the pruned node_modules and the model: no sources, no tsx.
+    const copies = [...runtime!.matchAll(/^COPY (?:--from=build )?(\S+)/gm)].map((match) => match[1]);
+    assert.deepEqual(copies.sort(), ['/app/bin', '/app/dist/src', '/app/dist/workers', '/app/models/toolrouter', '/app/node_modules', '/app/package.json', 'docker/healthcheck.js']);
+    assert.doesNotMatch(runtime!, /tsx|npm ci|src\/cli\.ts/);
+    assert.match(runtime!, /^USER node$/m);
+    assert.match(runtime!, /^HEALTHCHECK .*docker\/healthcheck\.js/m);
+    const entrypoint = JSON.parse(/^ENTRYPOINT (.*)$/m.exec(runtime!)![1]!) as string[];
     assert.deepEqual(entrypoint, ['node', pkg.bin.toolrouter]);
-    const ignored = readFileSync(path.join(PROJECT_ROOT, '.dockerignore'), 'utf8').split('\n');
-    assert.ok(ignored.includes('node_modules') && ignored.includes('models/*/'), 'host builds stay out of the image');
+    const ignored = readFileSync(path.join(REPO_ROOT, '.dockerignore'), 'utf8').split('\n');
+    assert.ok(ignored.includes('node_modules') && ignored.includes('models/*/') && ignored.includes('dist'), 'host builds stay out of the image');
+  });
+
+  it('the image health check probes the API on PORT (the worker on WORKER_METRICS_PORT)', async () => {
+    const healthcheck = readFileSync(path.join(REPO_ROOT, 'docker/healthcheck.js'), 'utf8');
+    assert.match(healthcheck, /worker \? process\.env\.WORKER_METRICS_PORT : process\.env\.PORT/);
+    // Here PID 1 is not `toolrouter worker`, so it probes PORT: a server answering /health, then nothing listening.
+    const server = createServer((req, res) => res.writeHead(req.url === '/health' ? 200 : 404).end()).listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = String((server.address() as AddressInfo).port);
+    const probe = async () => {
+      const child = spawn(process.execPath, [path.join(REPO_ROOT, 'docker/healthcheck.js')], { env: { ...process.env, PORT: port }, stdio: 'ignore' });
+      return ((await once(child, 'exit')) as [number | null])[0];
+    };
+    assert.equal(await probe(), 0);
+    await new Promise((resolve) => server.close(resolve));
+    assert.equal(await probe(), 1);
   });
 });

@@ -5,7 +5,7 @@ import { eventually, REDIS_URL, writeConfig } from './helpers/processes.js';
 import { syntheticTools } from './helpers/synthetic.js';
 
 /**
- * The docker-compose shape without Docker: two API processes and one worker (`bin/toolrouter.js serve|worker`, one
+ * The docker-compose shape without Docker: two API processes and one worker (`toolrouter serve|worker`, one
  * config file) on one Redis, under a queue prefix of this run's own.
  */
 describe('deployed shape: API ×2 + worker + Redis, as processes', () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { before, describe, it } from 'node:test';
 import type { LabelledQuery } from '../src/catalog/types.js';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { loadCatalogFile, loadQueries } from '../src/eval/datasets.js';
 import { createEngine } from '../src/eval/engine.js';
 import { evaluate, type EvalResult } from '../src/eval/metrics.js';
@@ -18,8 +18,8 @@ describe('search quality on the labelled fixture', () => {
   const topFive = new Map<SearchMode, Map<string, string[]>>();
 
   before(async () => {
-    const engine = await createEngine(loadCatalogFile(path.join(PROJECT_ROOT, 'test/fixtures/catalog.json')));
-    queries = loadQueries(path.join(PROJECT_ROOT, 'test/fixtures/queries.jsonl'));
+    const engine = await createEngine(loadCatalogFile(path.join(REPO_ROOT, 'test/fixtures/catalog.json')));
+    queries = loadQueries(path.join(REPO_ROOT, 'test/fixtures/queries.jsonl'));
     for (const mode of ['bm25', 'vector', 'hybrid'] as const) {
       const seen = new Map<string, string[]>();
       const rank = async (query: string) => {

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { LabelledQuery } from '../src/catalog/types.js';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { createEngine } from '../src/eval/engine.js';
 import { evaluate } from '../src/eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../src/eval/tune.js';
@@ -16,7 +16,7 @@ import { eventually, REDIS_URL } from './helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 
 const fixtureQueries = (): LabelledQuery[] =>
-  readFileSync(path.join(PROJECT_ROOT, 'test/fixtures/queries.jsonl'), 'utf8')
+  readFileSync(path.join(REPO_ROOT, 'test/fixtures/queries.jsonl'), 'utf8')
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => JSON.parse(line) as LabelledQuery);

@@ -1,6 +1,4 @@
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { OFFLINE_MODEL_ID } from '../embedding/embedder.js';
@@ -10,11 +8,14 @@ import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from '../search/search.js';
 import { DEFAULT_FEEDBACK_SETTINGS } from '../feedback/types.js';
 import { DEFAULT_ACTIVATION_THRESHOLDS } from '../search/activation.js';
 import { staticTransformProblems, toolTransformSchema, transformServer } from '../mcp/transform.js';
+import { defaultModelsDir } from '../package-root.js';
 
-export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
+/** A weight left out keeps its default, as a partial `weights` does in the settings API and in a search request. */
 const weightsSchema = z
-  .object({ bm25: z.number().min(0).max(1000), vector: z.number().min(0).max(1000) })
+  .object({
+    bm25: z.number().min(0).max(1000).default(DEFAULT_SEARCH_SETTINGS.weights.bm25),
+    vector: z.number().min(0).max(1000).default(DEFAULT_SEARCH_SETTINGS.weights.vector),
+  })
   .refine((weights) => weights.bm25 + weights.vector > 0, 'at least one weight must be positive');
 
 const toolSchema = z.looseObject({ name: z.string() });
@@ -158,7 +159,8 @@ export const configSchema = z.object({
       /** `transformers`: a local transformers.js model; `openai`: an OpenAI-compatible POST /v1/embeddings server. */
       provider: z.enum(['transformers', 'openai']).default('transformers'),
       model: z.string().min(1).default(OFFLINE_MODEL_ID),
-      modelsDir: z.string().default(path.join(PROJECT_ROOT, 'models')),
+      /** Default: see defaultModelsDir() (the package's models/, or the user's cache when that is not writable). */
+      modelsDir: z.string().default(() => defaultModelsDir()),
       allowRemoteModels: z.boolean().default(false),
       batchSize: z.number().int().min(1).max(4096).default(64),
       // Per-model settings; unset fields come from the model's preset (src/embedding/presets.ts).
@@ -187,7 +189,7 @@ export const configSchema = z.object({
       mode: z.enum(SEARCH_MODES).default(DEFAULT_SEARCH_SETTINGS.mode),
       topK: z.number().int().min(1).default(DEFAULT_SEARCH_SETTINGS.topK),
       maxTopK: z.number().int().min(1).max(1000).default(DEFAULT_SEARCH_SETTINGS.maxTopK),
-      weights: weightsSchema.default(DEFAULT_SEARCH_SETTINGS.weights),
+      weights: weightsSchema.prefault({}),
       fusion: z.enum(['weighted', 'rrf']).default(DEFAULT_SEARCH_SETTINGS.fusion),
       candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
       maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
@@ -403,14 +405,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Reco
 export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const file = env.TOOLROUTER_CONFIG ? readConfigFile(env.TOOLROUTER_CONFIG) : {};
   const fromEnv = definedOnly({
-    port: env.PORT,
+    port: env.PORT ? parsePort('PORT', env.PORT) : undefined,
     host: env.HOST,
     redisUrl: env.REDIS_URL || undefined,
     adminKey: env.ADMIN_KEY || undefined,
     logLevel: env.LOG_LEVEL,
     upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
     chat: env.UPSTREAM_LLM_KEY ? { upstreamKey: env.UPSTREAM_LLM_KEY } : undefined,
-    worker: env.WORKER_METRICS_PORT ? { metricsPort: env.WORKER_METRICS_PORT } : undefined,
+    worker: env.WORKER_METRICS_PORT ? { metricsPort: parsePort('WORKER_METRICS_PORT', env.WORKER_METRICS_PORT) } : undefined,
   });
   const embeddingEnv = definedOnly({
     provider: env.EMBEDDING_PROVIDER || undefined,
@@ -440,6 +442,13 @@ function readConfigFile(file: string): Record<string, unknown> {
   } catch (error) {
     throw new ConfigError(`config file ${file} is not valid YAML/JSON: ${(error as Error).message}`);
   }
+}
+
+/** Named after the variable, with the value given: the schema would only see NaN. */
+function parsePort(name: string, value: string): number {
+  const port = Number(value);
+  if (!/^\s*\d+\s*$/.test(value) || port > 65535) throw new ConfigError(`${name} must be a port number (0-65535), got "${value}"`);
+  return port;
 }
 
 function parseBoolean(name: string, value: string): boolean {

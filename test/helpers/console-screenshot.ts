@@ -3,7 +3,7 @@
  * definition open. `npm run docs:console` (needs Chromium, like the console tests).
  */
 import path from 'node:path';
-import { PROJECT_ROOT } from '../../src/config/config.js';
+import { REPO_ROOT } from './paths.js';
 import { launchChromium } from './browser.js';
 import { fixtureTools, startRouter } from './router.js';
 
@@ -20,7 +20,7 @@ try {
   await page.locator('#query').fill('send a message to the team channel');
   await page.locator('#results[data-query="send a message to the team channel"] li').first().waitFor();
   await page.waitForFunction('document.querySelectorAll("#results li").length === 5');
-  const out = path.join(PROJECT_ROOT, 'docs/console.png');
+  const out = path.join(REPO_ROOT, 'docs/console.png');
   await page.locator('#playground').screenshot({ path: out });
   console.log(`wrote ${out}`);
 } finally {

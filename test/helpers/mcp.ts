@@ -2,14 +2,14 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { PROJECT_ROOT } from '../../src/config/config.js';
+import { REPO_ROOT } from './paths.js';
 
 /** Config of an upstream that spawns the stdio fixture server. */
 export function stdioFixtureServer(env: Record<string, string> = {}) {
   return {
     command: process.execPath,
-    args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'test/fixtures/mcp/stdio-server.ts')],
-    cwd: PROJECT_ROOT,
+    args: ['--import', 'tsx', path.join(REPO_ROOT, 'test/fixtures/mcp/stdio-server.ts')],
+    cwd: REPO_ROOT,
     env,
   };
 }

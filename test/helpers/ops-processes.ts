@@ -1,13 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../../src/config/config.js';
+import { REPO_ROOT } from './paths.js';
 import { collectJsonLines } from './processes.js';
 
-export const BIN = path.join(PROJECT_ROOT, 'bin/toolrouter.js');
+/**
+ * The CLI from its TypeScript sources, so tests exercise the code as it is now without a build (bin/toolrouter.js runs
+ * the compiled dist/; test/packaging.test.ts covers that path).
+ */
+export const CLI = ['--import', import.meta.resolve('tsx'), path.join(REPO_ROOT, 'src/cli.ts')];
 
 /**
- * `node bin/toolrouter.js <args>` as a deployment runs it, with its JSON log lines (stderr) readable by the test.
+ * `toolrouter <args>` as a deployment runs it, with its JSON log lines (stderr) readable by the test.
  * The environment is the test's minus what would leak the developer's settings into the child.
  */
 export class CliProcess {
@@ -20,7 +24,7 @@ export class CliProcess {
   constructor(args: string[], env: Record<string, string> = {}) {
     const base = { ...process.env };
     for (const name of ['TOOLROUTER_CONFIG', 'REDIS_URL', 'ADMIN_KEY', 'PORT', 'HOST', 'UPSTREAM_LLM_URL', 'UPSTREAM_LLM_KEY', 'WORKER_METRICS_PORT']) delete base[name];
-    this.child = spawn(process.execPath, [BIN, ...args], { cwd: PROJECT_ROOT, env: { ...base, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [...CLI, ...args], { cwd: REPO_ROOT, env: { ...base, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (chunk: Buffer) => (this.stdout += chunk.toString()));
     collectJsonLines(this.child.stderr!, this.logs, () => {
       for (const listener of this.listeners) listener();

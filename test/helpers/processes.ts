@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../../src/config/config.js';
+import { REPO_ROOT } from './paths.js';
 
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -21,8 +21,8 @@ export class WorkerProcess {
   exited: Promise<number | null>;
 
   constructor(configFile: string) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, 'workers/indexer.ts')], {
-      cwd: PROJECT_ROOT,
+    this.child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'workers/indexer.ts')], {
+      cwd: REPO_ROOT,
       env: { ...process.env, TOOLROUTER_CONFIG: configFile, LOG_LEVEL: 'info', REDIS_URL: '' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });

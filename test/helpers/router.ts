@@ -2,7 +2,8 @@ import type { Server } from 'node:http';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import pino from 'pino';
-import { loadConfig, PROJECT_ROOT } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { REPO_ROOT } from './paths.js';
 import type { Tool } from '../../src/catalog/types.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 
@@ -17,7 +18,7 @@ export interface RunningRouter {
 }
 
 export function fixtureTools(): Tool[] {
-  return (JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'test/fixtures/catalog.json'), 'utf8')) as { tools: Tool[] }).tools;
+  return (JSON.parse(readFileSync(path.join(REPO_ROOT, 'test/fixtures/catalog.json'), 'utf8')) as { tools: Tool[] }).tools;
 }
 
 /** A real toolrouter on an ephemeral loopback port, with the real embedder on the offline model. */

@@ -1,14 +1,14 @@
-import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import express, { Router } from 'express';
-import { PROJECT_ROOT } from '../../config/config.js';
 
-export const CONSOLE_DIR = path.join(PROJECT_ROOT, 'src/console');
+/** src/console beside the sources; `npm run build` copies it to dist/src/console, beside the compiled modules. */
+export const CONSOLE_DIR = fileURLToPath(new URL('../../console/', import.meta.url));
 
 /**
  * The web console's static files at /console. The page holds no data: everything it shows comes from the API with
  * the caller's key, so serving the files themselves needs no key (a browser cannot add one to a navigation).
  */
-export function consoleRoutes(): Router {
+export function consoleRoutes(dir: string = CONSOLE_DIR): Router {
   const router = Router();
   router.use(
     '/console',
@@ -19,7 +19,7 @@ export function consoleRoutes(): Router {
       res.setHeader('Referrer-Policy', 'no-referrer');
       next();
     },
-    express.static(CONSOLE_DIR, { index: 'index.html', redirect: true, fallthrough: true, cacheControl: true, maxAge: 0 }),
+    express.static(dir, { index: 'index.html', redirect: true, fallthrough: true, cacheControl: true, maxAge: 0 }),
   );
   return router;
 }

@@ -1,0 +1,50 @@
+import type { Logger } from 'pino';
+import { inspectConfig } from '../config/check.js';
+import type { Config } from '../config/config.js';
+import { createLogger } from '../log.js';
+
+/**
+ * A configuration or start-up error: the CLI prints its message as one line and exits with code 2, without a stack
+ * trace (the cause's stack follows with LOG_LEVEL=debug or trace).
+ */
+export class StartupError extends Error {
+  override readonly name = 'StartupError';
+}
+
+export interface StartOptions {
+  /** Unknown settings are an error instead of a warning (`--strict-config`). */
+  strictConfig?: boolean;
+}
+
+/**
+ * The configuration for `serve`, `stdio` and `worker`, with a logger at its level. Unknown settings (a misspelled
+ * `mcp.serverz` would leave every upstream out silently) are logged as warnings, or refused under strictConfig.
+ */
+export function startConfig(options: StartOptions, env: NodeJS.ProcessEnv = process.env): { config: Config; log: Logger } {
+  const { config, problems, unknown } = inspectConfig(env);
+  const unknownProblems = unknown.map((key) => `${key}: unknown setting`);
+  if (options.strictConfig && unknownProblems.length > 0) problems.push(...unknownProblems);
+  if (!config || problems.length > 0) {
+    const hint = !options.strictConfig && unknown.length > 0 ? ` (unknown settings, maybe typos: ${unknown.join(', ')})` : '';
+    throw new StartupError(`invalid configuration${source(env)}: ${problems.join('; ')}${hint}`);
+  }
+  const log = createLogger(config.logLevel);
+  for (const key of unknown) {
+    log.warn({ setting: key }, `unknown setting ${key} ignored (a typo?); --strict-config makes this an error`);
+  }
+  return { config, log };
+}
+
+export function source(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TOOLROUTER_CONFIG ? ` (${env.TOOLROUTER_CONFIG} and the environment)` : ' (environment)';
+}
+
+/** Runs start-up work; whatever it throws becomes a StartupError ("could not start: ..."). */
+export async function starting<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof StartupError) throw error;
+    throw new StartupError(`could not start: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
