@@ -183,6 +183,10 @@ export const configSchema = z.object({
     .refine((embedding) => embedding.provider !== 'openai' || embedding.baseUrl !== undefined, {
       message: 'embedding.provider "openai" needs embedding.baseUrl (EMBEDDING_BASE_URL)',
       path: ['baseUrl'],
+    })
+    .refine((embedding) => embedding.provider !== 'openai' || embedding.model !== OFFLINE_MODEL_ID, {
+      message: 'embedding.provider "openai" needs embedding.model (EMBEDDING_MODEL) set to the server\'s model name',
+      path: ['model'],
     }),
   search: z
     .object({
