@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import type { Tool } from '../src/catalog/types.js';
 import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
-import { MODEL_LIST, completion, postJson, responseObject, startStandInLlm, type StandInLlm } from './helpers/stand-in-llm.js';
+import { MODEL_LIST, completion, jsonBody, postJson, responseObject, scripted, startStandInLlm, toolCallCompletion, type StandInLlm } from './helpers/stand-in-llm.js';
 
 const TOOLS = fixtureTools().map((tool: Tool) => ({
   type: 'function' as const,
@@ -178,6 +178,50 @@ describe('proxy keys and the openai client', () => {
       assertOpenAiError(last!.json, 'rate_limit_exceeded');
       assert.ok(Number(last!.headers.get('retry-after')) >= 1);
       assert.equal(llm.received.length, 0);
+    });
+  });
+
+  describe('restricted keys', () => {
+    let api: RunningRouter;
+    const mail = fixtureTools().filter((tool) => tool.name.startsWith('gmail__'));
+    const ops = fixtureTools().filter((tool) => tool.name.startsWith('kubernetes__'));
+    let key: string;
+    before(async () => {
+      // Eight tools: trimmed only with the activation thresholds off.
+      api = await startRouter({ upstreamLlmUrl: llm.url, adminKey: ADMIN_KEY, chat: { k: 1 }, search: { activation: { maxTools: 0, maxTokens: 0 } } });
+      for (const [source, tools] of [['mail', mail], ['ops', ops]] as const) {
+        const put = await call(api.url, 'PUT', `/v1/catalog/sources/${source}`, { key: ADMIN_KEY, body: { tools } });
+        assert.equal(put.status, 200, JSON.stringify(put.body));
+      }
+      await api.indexed();
+      ({ key } = await generateKey(api.url, { allowed_servers: ['mail'] }));
+    });
+    after(async () => {
+      await api.close();
+    });
+
+    it("counts only the catalog tools the key may see in the rewrite's total", async () => {
+      const body = { messages: [{ role: 'user', content: 'scale the deployment' }] };
+      const admin = await postJson(`${api.url}/v1/tools/rewrite`, body, { 'x-toolrouter-key': ADMIN_KEY, 'x-toolrouter-catalog': 'true' });
+      assert.equal(admin.json.decision.total, mail.length + ops.length);
+      const restricted = await postJson(`${api.url}/v1/tools/rewrite`, body, { 'x-toolrouter-key': key, 'x-toolrouter-catalog': 'true' });
+      assert.equal(restricted.status, 200, restricted.raw.toString());
+      assert.equal(restricted.json.decision.total, mail.length);
+      assert.equal(restricted.headers.get('x-toolrouter-tools')?.split('/')[1], String(mail.length));
+    });
+
+    it("never hands the model a catalog tool outside the key through the search tool", async () => {
+      const all = [...mail, ...ops].map((tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.inputSchema } }));
+      const query = { query: 'scale or restart a kubernetes deployment, list pods' };
+      for (const [who, secret] of [['admin', ADMIN_KEY], ['restricted', key]] as const) {
+        llm.reset();
+        llm.respond(scripted(jsonBody(() => toolCallCompletion(`call_${who}`, 'search_tools', query)), jsonBody(() => completion())));
+        const answer = await postJson(`${api.url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: `email the team (${who})` }], tools: all }, { 'x-toolrouter-key': secret });
+        assert.equal(answer.status, 200, answer.raw.toString());
+        const found = JSON.parse(llm.received[1]!.json.messages.at(-1).content).tools.map((tool: any) => tool.name) as string[];
+        if (who === 'admin') assert.ok(found.some((name) => name.startsWith('kubernetes__')), found.join(', '));
+        else assert.ok(!found.some((name) => name.startsWith('kubernetes__')), found.join(', '));
+      }
     });
   });
 

@@ -4,7 +4,10 @@ import { validateTools } from '../src/catalog/validate.js';
 import { chatCompletionsUrl } from '../src/chat/proxy.js';
 import { contentText, conversationQuery } from '../src/chat/query.js';
 import { parseChatRequest } from '../src/chat/request.js';
-import { requiredTools, selectRequestTools } from '../src/chat/rewrite.js';
+import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../src/chat/rewrite.js';
+import { searchToolName } from '../src/chat/search-tool.js';
+import { StickySelections } from '../src/chat/sticky.js';
+import { parseResponsesRequest } from '../src/chat/responses.js';
 import { indexableTool, openAiFunctionTool } from '../src/chat/tools.js';
 
 const user = (content: unknown) => ({ role: 'user', content });
@@ -124,5 +127,59 @@ describe('chatCompletionsUrl', () => {
       chatCompletionsUrl('https://x.openai.azure.com/openai/deployments/gpt/chat/completions', '/v1/chat/completions?api-version=2024-10-21'),
       'https://x.openai.azure.com/openai/deployments/gpt/chat/completions?api-version=2024-10-21',
     );
+  });
+});
+
+describe('maxTools cap', () => {
+  const kept = (name: string, reason: KeptTool['reason'], score?: number): KeptTool => ({ name, reason, source: 'request', ...(score === undefined ? {} : { score }) });
+
+  it('drops the weakest reasons first, lower scores before higher, and keeps the order of what stays', () => {
+    const list = [kept('a', 'ranked', 0.9), kept('b', 'tool_choice'), kept('c', 'ranked', 0.2), kept('d', 'sticky'), kept('e', 'called'), kept('f', 'ranked', 0.5)];
+    const { keep, dropped } = capKept(list, 4);
+    assert.deepEqual(list.filter((_tool, i) => keep[i]).map((tool) => tool.name), ['a', 'b', 'd', 'e']);
+    assert.deepEqual(dropped, [{ name: 'f', reason: 'over_max_tools' }, { name: 'c', reason: 'over_max_tools' }]);
+    assert.deepEqual(capKept(list, 6).dropped, []);
+    // Keep-rules alone over the cap: tool_choice outlasts everything.
+    const rules = [kept('x', 'pinned'), kept('y', 'tool_choice'), kept('z', 'tool_result')];
+    assert.deepEqual(capKept(rules, 1).keep, [false, true, false]);
+  });
+});
+
+describe('sticky selection', () => {
+  it("puts the earlier turn's tools first in their order and appends the rest in request order", () => {
+    const items = ['a', 'b', 'c', 'd', 'e'].map((name) => ({ name }));
+    assert.deepEqual(stickyOrder(items, (item) => item.name, ['d', 'gone', 'b']).map((item) => item.name), ['d', 'b', 'a', 'c', 'e']);
+  });
+
+  it('recognises a later turn by its history prefix, per key and API, and a response by its id', () => {
+    const sticky = new StickySelections(10);
+    const turn1 = parseChatRequest({ messages: [user('email Bob')] });
+    sticky.set(sticky.keys(turn1, undefined), ['gmail']);
+    const turn2 = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', content: 'sent' }, user('and the weather?')] });
+    assert.deepEqual(sticky.get(sticky.keys(turn2, undefined)), ['gmail']);
+    assert.deepEqual(sticky.get(sticky.keys(turn2, 'key_other')), [], 'another key does not share it');
+    assert.deepEqual(sticky.get(sticky.keys(parseChatRequest({ messages: [user('email Alice')] }), undefined)), []);
+
+    const first = parseResponsesRequest({ input: 'email Bob' });
+    sticky.set(sticky.keys(first, undefined), ['gmail', 'weather'], 'resp_1');
+    const next = parseResponsesRequest({ input: 'something else', previous_response_id: 'resp_1' });
+    assert.deepEqual(sticky.get(sticky.keys(next, undefined)), ['gmail', 'weather']);
+  });
+
+  it('forgets the least recently used conversation beyond its size', () => {
+    const sticky = new StickySelections(2);
+    const keys = ['one', 'two', 'three'].map((text) => sticky.keys(parseChatRequest({ messages: [user(text)] }), undefined));
+    keys.forEach((key, i) => sticky.set(key, [`tool${i}`]));
+    assert.equal(sticky.count, 2);
+    assert.deepEqual(sticky.get(keys[0]!), []);
+    assert.deepEqual(sticky.get(keys[2]!), ['tool2']);
+  });
+});
+
+describe('search tool name', () => {
+  it('is the configured one unless the request already has a tool of that name', () => {
+    const request = parseChatRequest({ messages: [user('x')], tools: [fn('search_tools'), fn('search_tools_2'), fn('other')] });
+    assert.equal(searchToolName(request.tools, 'find_tools'), 'find_tools');
+    assert.equal(searchToolName(request.tools, 'search_tools'), 'search_tools_3');
   });
 });

@@ -1,6 +1,6 @@
 import express, { Router, type Request } from 'express';
 import type { Logger } from 'pino';
-import { OpenAiError, openAiErrorHandler } from './errors.js';
+import { openAiErrorHandler } from './errors.js';
 import { forwardRequest } from './proxy.js';
 
 /**
@@ -33,10 +33,8 @@ export function passthroughRoutes(settings: PassthroughSettings, log: Logger): R
   // Read raw, to forward the very bytes (the app's JSON parser skips proxy paths; a body it did read is re-serialised).
   router.use((req, res, next) => (isProxyPath(req.path) ? raw(req, res, next) : next()));
   router.use(async (req, res, next) => {
-    if (!isProxyPath(req.path)) return next();
-    if (!settings.upstreamUrl) {
-      throw new OpenAiError(404, `No upstream LLM is configured (UPSTREAM_LLM_URL) to pass ${req.method} ${req.path} to.`, 'invalid_request_error', null, 'upstream_not_configured');
-    }
+    // Without an upstream there is nothing to pass to: unknown paths get toolrouter's own 404.
+    if (!isProxyPath(req.path) || !settings.upstreamUrl) return next();
     const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : requestBytes(req);
     await forwardRequest(req, res, body, { url: settings.upstreamUrl, api: 'passthrough', key: settings.upstreamKey, timeoutMs: settings.timeoutMs }, log);
   });
