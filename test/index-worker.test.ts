@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { Catalog } from '../src/catalog/catalog.js';
+import { loadConfig } from '../src/config/config.js';
+import { WorkerIndexBuilder } from '../src/index/worker-builder.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { syntheticTools } from './helpers/synthetic.js';
 
@@ -53,5 +56,29 @@ describe('in-process index builds run off the request thread', () => {
     }
     assert.ok(probes >= 10, `only ${probes} probes ran before the build finished; the test proves nothing`);
     assert.equal(api.router.indexes.status().state, 'building', 'the build was still in flight after the probes');
+  });
+});
+
+describe('the build thread', () => {
+  test('builds the index of the snapshot it is given, one build after another, and ends on close', async () => {
+    const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
+    const builder = new WorkerIndexBuilder({ embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw });
+    try {
+      const catalog = new Catalog();
+      catalog.setSource('s', syntheticTools(30, 'thread'));
+      const first = await builder.build(catalog.snapshot());
+      assert.equal(first.catalogHash, catalog.snapshot().catalogHash);
+      assert.equal(first.size, 30);
+      assert.equal(first.lexical.search('thread7', 1)[0]?.name, catalog.snapshot().entries[7]!.tool.name);
+      assert.equal(builder.running, true);
+      catalog.setSource('s', syntheticTools(40, 'thread'));
+      const second = await builder.build(catalog.snapshot());
+      assert.equal(second.size, 40);
+      assert.equal(second.catalogHash, catalog.snapshot().catalogHash);
+    } finally {
+      await builder.close();
+    }
+    assert.equal(builder.running, false);
+    await assert.rejects(builder.build(new Catalog().snapshot()), /closed/);
   });
 });

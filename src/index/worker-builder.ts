@@ -81,6 +81,11 @@ export class WorkerIndexBuilder implements IndexBuilder {
     await worker.terminate();
   }
 
+  /** Whether a build thread is running now (started by the first build, ended by close). */
+  get running(): boolean {
+    return this.worker !== undefined;
+  }
+
   private thread(): Worker {
     if (this.worker) return this.worker;
     const { embedding, lexical, hnsw } = this.options;
