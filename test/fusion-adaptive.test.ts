@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { loadConfig, PROJECT_ROOT } from '../src/config/config.js';
+import { loadConfig } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { loadCatalogFile, loadQueries } from '../src/eval/datasets.js';
 import { createEngine } from '../src/eval/engine.js';
 import { evaluate, type EvalResult } from '../src/eval/metrics.js';
@@ -42,11 +43,11 @@ describe('adaptive fusion weights', () => {
  * static weights. On the fixture, and on LiveMCPBench with its labelled queries when the shared datasets are present.
  */
 const sets = [
-  { name: 'fixture', catalog: path.join(PROJECT_ROOT, 'test/fixtures/catalog.json'), queries: path.join(PROJECT_ROOT, 'test/fixtures/queries.jsonl') },
+  { name: 'fixture', catalog: path.join(REPO_ROOT, 'test/fixtures/catalog.json'), queries: path.join(REPO_ROOT, 'test/fixtures/queries.jsonl') },
   {
     name: 'LiveMCPBench',
-    catalog: path.join(PROJECT_ROOT, '..', 'shared', 'datasets', 'livemcpbench', 'tools.json'),
-    queries: path.join(PROJECT_ROOT, 'test/fixtures/livemcpbench-queries.jsonl'),
+    catalog: path.join(REPO_ROOT, '..', 'shared', 'datasets', 'livemcpbench', 'tools.json'),
+    queries: path.join(REPO_ROOT, 'test/fixtures/livemcpbench-queries.jsonl'),
   },
 ];
 

@@ -14,7 +14,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
 import { Catalog } from '../src/catalog/catalog.js';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { UpstreamManager, type UpstreamStatus } from '../src/mcp/upstream.js';
 import { startFeaturesHttp, type FeaturesHttp } from './fixtures/mcp/features-server.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from './helpers/keys.js';
@@ -25,8 +25,8 @@ import { startRouter, type RunningRouter } from './helpers/router.js';
 function featuresStdio(env: Record<string, string> = {}) {
   return {
     command: process.execPath,
-    args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'test/fixtures/mcp/features-server.ts')],
-    cwd: PROJECT_ROOT,
+    args: ['--import', 'tsx', path.join(REPO_ROOT, 'test/fixtures/mcp/features-server.ts')],
+    cwd: REPO_ROOT,
     env,
   };
 }

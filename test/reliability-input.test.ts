@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { PROJECT_ROOT } from '../src/config/config.js';
+import { REPO_ROOT } from './helpers/paths.js';
 import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
 import { waitFor } from './helpers/mcp.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
@@ -10,8 +10,8 @@ import { startRouter, type RunningRouter } from './helpers/router.js';
 
 const hostileServer = {
   command: process.execPath,
-  args: ['--import', 'tsx', path.join(PROJECT_ROOT, 'test/fixtures/mcp/hostile-server.ts')],
-  cwd: PROJECT_ROOT,
+  args: ['--import', 'tsx', path.join(REPO_ROOT, 'test/fixtures/mcp/hostile-server.ts')],
+  cwd: REPO_ROOT,
 };
 
 function nested(levels: number, leaf: unknown = 1): string {

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import { PROJECT_ROOT } from '../../src/config/config.js';
+import { REPO_ROOT } from './paths.js';
 import { encodeOnnxModel, OFFLINE_MODEL_ID, SPECIAL_TOKENS, tokenizerJson } from '../../src/embedding/offline-model.js';
 
 const { onnx } = onnxProto;
@@ -17,7 +17,7 @@ export function tinyModelsDir(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-models-'));
   const offline = path.join(dir, OFFLINE_MODEL_ID);
   mkdirSync(path.dirname(offline), { recursive: true });
-  symlinkSync(path.join(PROJECT_ROOT, 'models', OFFLINE_MODEL_ID), offline, 'dir');
+  symlinkSync(path.join(REPO_ROOT, 'models', OFFLINE_MODEL_ID), offline, 'dir');
   return dir;
 }
 
