@@ -111,14 +111,18 @@ describe('proxy keys and the openai client', () => {
       const embeddings = await fetch(`${api.url}/v1/embeddings?x=1`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input": "hi",  "model":"e"}' });
       assert.equal(embeddings.status, 200);
       assert.equal(llm.received[1]!.url, '/v1/embeddings?x=1');
-      assert.equal(llm.received[1]!.raw.toString(), '{"input": "hi",  "model":"e"}', 'the very bytes');
+      assert.deepEqual(llm.received[1]!.json, { input: 'hi', model: 'e' });
+      const upload = await fetch(`${api.url}/v1/audio/transcriptions`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: 'RIFF-bytes' });
+      assert.equal(upload.status, 200);
+      assert.equal(llm.received[2]!.raw.toString(), 'RIFF-bytes', 'a non-JSON body goes as the very bytes');
+      assert.equal(llm.received[2]!.headers['content-type'], 'application/octet-stream');
 
       const own = await call(api.url, 'POST', '/v1/tools/search', { body: { query: 'send an email' } });
       assert.equal(own.status, 200);
       const ownWrongMethod = await call(api.url, 'GET', '/v1/tools/search');
       assert.equal(ownWrongMethod.status, 404);
       assert.equal(ownWrongMethod.body.error.code, 'not_found', 'toolrouter routes keep their own errors');
-      assert.equal(llm.received.length, 2, 'nothing of toolrouter’s own went upstream');
+      assert.equal(llm.received.length, 3, 'nothing of toolrouter’s own went upstream');
     });
   });
 
@@ -240,6 +244,8 @@ describe('proxy keys and the openai client', () => {
       assert.equal(chat.choices[0]!.message.content, 'ok');
       assert.equal(llm.received[0]!.headers.authorization, `Bearer ${PROVIDER_KEY}`);
       assert.equal((await call(api.url, 'GET', '/v1/catalog')).status, 401);
+      // Let through without a key, but never as the admin: key management stays closed.
+      assert.equal((await postJson(`${api.url}/key/generate`, {})).status, 401);
     });
   });
 });

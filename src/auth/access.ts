@@ -11,7 +11,7 @@ export class Access {
   private readonly tools: Set<string> | undefined;
 
   private constructor(
-    readonly kind: 'admin' | 'open' | 'key',
+    readonly kind: 'admin' | 'open' | 'key' | 'anonymous',
     readonly key?: KeyRecord,
   ) {
     this.servers = key?.allowedServers ? new Set(key.allowedServers) : undefined;
@@ -22,6 +22,8 @@ export class Access {
   static readonly admin = new Access('admin');
   /** Any caller of a service without ADMIN_KEY (which only listens on loopback). */
   static readonly open = new Access('open');
+  /** A caller without a key let through to the chat proxy (chat.requireKey off): sees every tool, manages nothing. */
+  static readonly anonymous = new Access('anonymous');
 
   static forKey(key: KeyRecord): Access {
     return new Access('key', key);
@@ -29,7 +31,7 @@ export class Access {
 
   /** May manage keys, catalog sources, the index and settings. */
   get isAdmin(): boolean {
-    return this.kind !== 'key';
+    return this.kind === 'admin' || this.kind === 'open';
   }
 
   /** Sees less than the whole catalog. */

@@ -65,7 +65,8 @@ export class Auth {
     if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (this.settings.perIpPerMinute > 0) await this.limits.consume('ip', clientAddress, this.settings.perIpPerMinute);
     if (credential === undefined) {
-      if (this.open || anonymous) return Access.open;
+      if (this.open) return Access.open;
+      if (anonymous) return Access.anonymous;
       throw new UnauthorizedError('missing API key: send "Authorization: Bearer <key>" or "x-toolrouter-key: <key>"');
     }
     const failures = this.settings.authFailuresPerIpPerMinute;

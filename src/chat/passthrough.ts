@@ -30,7 +30,7 @@ export interface PassthroughSettings {
 export function passthroughRoutes(settings: PassthroughSettings, log: Logger): Router {
   const router = Router();
   const raw = express.raw({ type: () => true, limit: settings.bodyLimit });
-  // Read raw, to forward the very bytes (the app's JSON parser skips proxy paths; a body it did read is re-serialised).
+  // Read raw, to forward the very bytes; a JSON body the app's parser already read is forwarded re-serialised.
   router.use((req, res, next) => (isProxyPath(req.path) ? raw(req, res, next) : next()));
   router.use(async (req, res, next) => {
     // Without an upstream there is nothing to pass to: unknown paths get toolrouter's own 404.

@@ -76,7 +76,7 @@ export function createApp(deps: AppDependencies): Express {
     app.use(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: deps.proxy }));
     app.get('/metrics', requireAdmin);
   }
-  app.use((req, res, next) => (rawBodyPaths.has(req.path) || deps.proxy?.isProxyPath(req.path) ? next() : json(req, res, next)));
+  app.use((req, res, next) => (rawBodyPaths.has(req.path) ? next() : json(req, res, next)));
   if (deps.auth) app.use(keyRoutes({ store: deps.auth.store, defaults: deps.keyDefaults ?? { tool_search_enabled: true } }));
   app.use(healthRoutes(deps));
   app.use(catalogRoutes(deps));
