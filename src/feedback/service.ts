@@ -58,7 +58,7 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
     const events = await this.store.start((event) => this.hold(event));
     const stale = events.filter((event) => event.model !== this.embedder.modelId || event.embedding.length !== this.embedder.dimensions);
     if (stale.length > 0) {
-      const vectors = await this.embedder.embed(stale.map((event) => event.query));
+      const vectors = await this.embedder.embed(stale.map((event) => event.query), { role: 'query' });
       stale.forEach((event, i) => {
         event.embedding = vectors[i]!;
         event.model = this.embedder.modelId;
@@ -74,7 +74,7 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
   /** Stored first: when the store is unavailable the caller gets the error and nothing is half-recorded. */
   async record(input: FeedbackInput): Promise<FeedbackEvent> {
     const query = input.query.trim();
-    const [embedding] = await this.embedder.embed([query]);
+    const [embedding] = await this.embedder.embed([query], { role: 'query' });
     const event: FeedbackEvent = {
       id: randomUUID(),
       query,
