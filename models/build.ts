@@ -19,10 +19,11 @@ import {
 } from '../src/embedding/offline-model.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const defaultOut = path.join(here, OFFLINE_MODEL_ID);
+// MODELS_DIR, as for `toolrouter models build` and the service; else this directory (the clone's models/).
+const defaultOut = path.join(process.env.MODELS_DIR ? path.resolve(process.env.MODELS_DIR) : here, OFFLINE_MODEL_ID);
 
 const usage = `usage: node --import tsx models/build.ts [options]
-  --out DIR           output directory (default: ${path.relative(process.cwd(), defaultOut) || defaultOut})
+  --out DIR           output directory (default: under MODELS_DIR when set; ${path.relative(process.cwd(), defaultOut) || defaultOut})
   --vocab N           keep the N most frequent usable words; 0 = all (default: ${DEFAULT_BUILD_OPTIONS.vocabSize})
   --sif-a A           SIF smoothing constant a in a/(a+p(w)) (default: ${DEFAULT_BUILD_OPTIONS.sifA})
   --components K      common components projected out of the table (default: ${DEFAULT_BUILD_OPTIONS.removeComponents})
