@@ -55,9 +55,10 @@ export class Auth {
   }
 
   async authenticate(credential: Credential | undefined, clientAddress: string): Promise<Access> {
-    // The admin key is checked first and alone: no address's failed attempts and no Redis outage can lock it out.
-    if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (this.settings.perIpPerMinute > 0) await this.limits.consume('ip', clientAddress, this.settings.perIpPerMinute);
+    // The admin key is checked before the failed-login lockout and any key lookup: other callers' bad keys from the same
+    // address and a Redis outage cannot lock it out.
+    if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (credential === undefined) {
       if (this.open) return Access.open;
       throw new UnauthorizedError('missing API key: send "Authorization: Bearer <key>" or "x-toolrouter-key: <key>"');
