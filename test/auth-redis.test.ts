@@ -10,6 +10,7 @@ import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
 import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
 import { REDIS_URL } from './helpers/processes.js';
 import { fixtureTools } from './helpers/router.js';
+import { waitFor } from './helpers/mcp.js';
 
 interface Instance {
   url: string;
@@ -119,6 +120,8 @@ describe('keys while Redis is away', () => {
     assert.equal((await call(api.url, 'GET', '/v1/catalog', { key: ADMIN_KEY })).status, 200, 'the admin key needs no Redis');
 
     await redis.start();
+    // Until the instance has reconnected, known keys are served from memory (failing fast instead of waiting on Redis).
+    await waitFor('the instance to reconnect to Redis', async () => (await call(api!.url, 'GET', '/ready')).body.checks?.redis?.ok === true, 20_000);
     // A restarted Redis without persistence has lost the keys: they are refused, not served from memory.
     const lost = await call(api.url, 'GET', '/v1/catalog', { key: seen.key });
     assert.ok(lost.status === 401 || lost.status === 503, `after restart: ${lost.status}`);

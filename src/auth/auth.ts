@@ -61,9 +61,10 @@ export class Auth {
 
   /** `anonymous`: a request without a credential is let in (the chat proxy with chat.requireKey off). */
   async authenticate(credential: Credential | undefined, clientAddress: string, anonymous = false): Promise<Access> {
-    // The admin key is checked first and alone: no address's failed attempts and no Redis outage can lock it out.
-    if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (this.settings.perIpPerMinute > 0) await this.limits.consume('ip', clientAddress, this.settings.perIpPerMinute);
+    // The admin key is checked before the failed-login lockout and any key lookup: other callers' bad keys from the same
+    // address and a Redis outage cannot lock it out.
+    if (credential !== undefined && this.isAdminKey(credential.secret)) return Access.admin;
     if (credential === undefined) {
       if (this.open) return Access.open;
       if (anonymous) return Access.anonymous;

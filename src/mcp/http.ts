@@ -53,6 +53,8 @@ interface Session {
 export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHttpFace {
   const router = Router();
   const sessions = new Map<string, Session>();
+  /** Initializes in flight per holder. */
+  const opening = new Map<string, number>();
   const log = options.log.child({ face: 'mcp-http' });
   const maxPerKey = options.maxSessionsPerKey ?? options.maxSessions;
   const unusedIdleMs = options.unusedSessionIdleMs ?? options.sessionIdleMs;
@@ -88,7 +90,8 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     // Per holder first, so one key's flood fills its own allowance and not everyone's; the admin is never locked out
     // by others' sessions.
     const holder = holderOf(access, req);
-    const held = [...sessions.values()].reduce((count, other) => count + Number(other.holder === holder), 0);
+    // Initializes still in flight count too, or a burst of concurrent ones would all pass the check.
+    const held = [...sessions.values()].reduce((count, other) => count + Number(other.holder === holder), opening.get(holder) ?? 0);
     if (held >= maxPerKey) return jsonRpcError(res, 429, -32000, `Too many open MCP sessions for this key (${maxPerKey}); close some (DELETE /mcp) or retry later`);
     if (access.kind !== 'admin' && sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
 
@@ -110,8 +113,15 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       const id = transport.sessionId;
       if (id !== undefined && sessions.delete(id)) log.debug({ session: id }, 'mcp session closed');
     };
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
+    opening.set(holder, (opening.get(holder) ?? 0) + 1);
+    try {
+      await server.connect(transport);
+      await transport.handleRequest(req, res, req.body);
+    } finally {
+      const left = opening.get(holder)! - 1;
+      if (left > 0) opening.set(holder, left);
+      else opening.delete(holder);
+    }
   });
 
   // GET opens the session's event stream (server → client notifications); DELETE ends the session.

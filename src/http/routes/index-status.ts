@@ -10,7 +10,7 @@ export function indexRoutes({ indexes, pipeline }: Pick<AppDependencies, 'indexe
     const access = accessOf(res);
     const status = views.status(access);
     // Why a build is waiting names the queue's job and errors: for the admin only.
-    const waiting = access.isAdmin && status.state === 'building' ? await withinSecond(pipeline.buildWait?.()) : undefined;
+    const waiting = access.isAdmin && status.state === 'building' ? await withinHalfSecond(pipeline.buildWait?.()) : undefined;
     res.json(waiting ? { ...status, waiting } : status);
   });
   router.post('/v1/index/rebuild', requireAdmin, (_req, res) => {
@@ -22,11 +22,11 @@ export function indexRoutes({ indexes, pipeline }: Pick<AppDependencies, 'indexe
 }
 
 /** The queue's connection waits out a Redis outage; the status must answer anyway (without the reason). */
-async function withinSecond<T>(work: Promise<T> | undefined): Promise<T | undefined> {
+async function withinHalfSecond<T>(work: Promise<T> | undefined): Promise<T | undefined> {
   if (!work) return undefined;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), 1_000);
+    timer = setTimeout(() => resolve(undefined), 500);
   });
   try {
     return await Promise.race([work.catch(() => undefined), timeout]);

@@ -102,7 +102,8 @@ export class RedisIndexPipeline implements IndexPipeline {
   /** Why the current catalog's index is not live yet; undefined when it is, or when nothing is queued for it. */
   async buildWait(): Promise<BuildWait | undefined> {
     const target = this.manager.target.catalogHash;
-    if (this.manager.current?.catalogHash === target) return undefined;
+    // The queue's connection would wait out an outage; the status answers without a reason instead.
+    if (this.manager.current?.catalogHash === target || this.options.redis.status !== 'ready') return undefined;
     const job = await this.queue.getJob(target);
     if (!job?.id) return undefined;
     const state = await job.getState();

@@ -26,18 +26,30 @@ const TRIM = `
 local members = redis.call('ZREVRANGE', KEYS[1], 0, -1)
 local keep, maxBytes, prefix, protected = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local kept, bytes, removed = 0, 0, 0
+-- The newest and the protected one are kept first and use up slots and bytes; the rest fill what is left.
+local always = {}
+always[members[1] or ''] = true
+if protected ~= '' then always[protected] = true end
+for i, hash in ipairs(members) do
+  if always[hash] then
+    kept = kept + 1
+    bytes = bytes + redis.call('STRLEN', prefix .. hash)
+  end
+end
 for i, hash in ipairs(members) do
   local key = prefix .. hash
   local size = redis.call('STRLEN', key)
   if size == 0 then
     redis.call('ZREM', KEYS[1], hash)
-  elseif i == 1 or hash == protected or (kept < keep and bytes + size <= maxBytes) then
-    kept = kept + 1
-    bytes = bytes + size
-  else
-    redis.call('DEL', key)
-    redis.call('ZREM', KEYS[1], hash)
-    removed = removed + 1
+  elseif not always[hash] then
+    if kept < keep and bytes + size <= maxBytes then
+      kept = kept + 1
+      bytes = bytes + size
+    else
+      redis.call('DEL', key)
+      redis.call('ZREM', KEYS[1], hash)
+      removed = removed + 1
+    end
   end
 end
 return removed
