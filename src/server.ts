@@ -51,9 +51,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const catalog = new Catalog({ separator: config.catalog.separator, limits: schemaLimits });
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 
-  const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(config, catalog, embedder, log, {
-    inThread: options.embedder === undefined,
-  });
+  const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(config, catalog, embedder, log);
   closers.push(stopIndexing);
 
   // Loaded before search starts, so the first search already counts every stored event.

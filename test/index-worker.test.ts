@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Catalog } from '../src/catalog/catalog.js';
 import { loadConfig } from '../src/config/config.js';
+import { createEmbedder } from '../src/embedding/embedder.js';
 import { WorkerIndexBuilder } from '../src/index/worker-builder.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { syntheticTools } from './helpers/synthetic.js';
@@ -62,14 +63,18 @@ describe('in-process index builds run off the request thread', () => {
 describe('the build thread', () => {
   test('builds the index of the snapshot it is given, one build after another, and ends on close', async () => {
     const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
-    const builder = new WorkerIndexBuilder({ embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw });
+    const builder = new WorkerIndexBuilder({ embedder: await createEmbedder(config.embedding), lexical: config.search.lexical, hnsw: config.search.hnsw });
     try {
       const catalog = new Catalog();
       catalog.setSource('s', syntheticTools(30, 'thread'));
       const first = await builder.build(catalog.snapshot());
       assert.equal(first.catalogHash, catalog.snapshot().catalogHash);
       assert.equal(first.size, 30);
-      assert.equal(first.lexical.search('thread7', 1)[0]?.name, catalog.snapshot().entries[7]!.tool.name);
+      const seventh = catalog.snapshot().entries[7]!.tool.name;
+      assert.equal(first.lexical.search('thread7', 1)[0]?.name, seventh);
+      assert.equal(first.model, (await createEmbedder(config.embedding)).modelId);
+      const [query] = await (await createEmbedder(config.embedding)).embed([catalog.snapshot().entries[7]!.tool.description!]);
+      assert.equal(first.vectors.search(query!, 1)[0]?.name, seventh);
       assert.equal(builder.running, true);
       catalog.setSource('s', syntheticTools(40, 'thread'));
       const second = await builder.build(catalog.snapshot());

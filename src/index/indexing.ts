@@ -7,7 +7,6 @@ import type { Embedder } from '../embedding/embedder.js';
 import { indexBuildDuration, indexSwaps, indexTexts, indexTools } from '../metrics.js';
 import { connectRedis, RedisKeys } from '../redis.js';
 import { MemoryEmbeddingCache } from './embedding-cache.js';
-import { LocalIndexBuilder } from './local-builder.js';
 import { LocalIndexPipeline } from './local-pipeline.js';
 import { IndexManager, type IndexPipeline } from './manager.js';
 import type { BuildStats, SearchIndex } from './search-index.js';
@@ -32,11 +31,6 @@ export async function startIndexing(
   catalog: Catalog,
   embedder: Embedder,
   log: Logger,
-  /**
-   * In-process builds run in a worker thread, which makes its own embedder from `config.embedding`. An embedder handed
-   * in by the caller (a test's stand-in) cannot cross into a thread, so with `inThread: false` builds use it here.
-   */
-  options: { inThread?: boolean } = {},
 ): Promise<Indexing> {
   if (!config.redisUrl) {
     const indexes = new IndexManager(catalog.snapshot());
@@ -46,11 +40,14 @@ export async function startIndexing(
       indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
       log.info({ ...stats, catalogHash: index.catalogHash }, 'index built');
     };
-    const settings = { lexical: config.search.lexical, hnsw: config.search.hnsw, onBuilt };
-    const builder =
-      options.inThread === false
-        ? new LocalIndexBuilder({ embedder, cache: new MemoryEmbeddingCache(), ...settings })
-        : new WorkerIndexBuilder({ embedding: config.embedding, ...settings });
+    // BM25 and HNSW in a worker thread, so a large catalog's build never stalls requests.
+    const builder = new WorkerIndexBuilder({
+      embedder,
+      cache: new MemoryEmbeddingCache(),
+      lexical: config.search.lexical,
+      hnsw: config.search.hnsw,
+      onBuilt,
+    });
     const pipeline = new LocalIndexPipeline(indexes, builder);
     follow(catalog, indexes, pipeline, log);
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };

@@ -2,17 +2,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { CatalogSnapshot } from '../catalog/catalog.js';
-import type { SearchableText } from '../catalog/text.js';
-import type { EmbedderOptions } from '../embedding/embedder.js';
+import { embeddingText, type SearchableText } from '../catalog/text.js';
+import type { Embedder } from '../embedding/embedder.js';
 import { deserializeIndex } from './artifact.js';
+import type { EmbeddingCache } from './embedding-cache.js';
 import type { LexicalSettings } from './lexical.js';
 import type { IndexBuilder } from './local-pipeline.js';
-import type { BuildStats, SearchIndex } from './search-index.js';
+import { embedWithCache, type BuildStats, type SearchIndex } from './search-index.js';
 import type { HnswSettings } from './vector.js';
 
 /** What the build thread is started with: the configuration slices a build needs (plain data). */
 export interface BuildWorkerData {
-  embedding: EmbedderOptions;
   lexical: LexicalSettings;
   hnsw: HnswSettings;
   /** One Int32; set to 1 to make the thread abandon its build at the next checkpoint. */
@@ -22,17 +22,24 @@ export interface BuildWorkerData {
 export interface BuildRequest {
   id: number;
   catalogHash: string;
-  /** [tool name, searchable text] per catalog entry, in catalog order. */
-  entries: [string, SearchableText][];
+  model: string;
+  builtAt: string;
+  /** Per catalog entry, in catalog order: its name, its searchable text, and its row of `vectors`. */
+  names: string[];
+  texts: SearchableText[];
+  /** names.length × dimensions float32 values, row-major (transferred). */
+  vectors: ArrayBuffer;
+  dimensions: number;
 }
 
-export type BuildReply = { id: number; artifact: ArrayBuffer; stats: BuildStats } | { id: number; error: string };
+export type BuildReply = { id: number; artifact: ArrayBuffer } | { id: number; error: string };
 
 /**
- * Builds indexes in a worker thread: the in-process pipeline's builder when no Redis is configured. Embedding every
- * tool, BM25 and the HNSW graph for 100k tools take tens of seconds of CPU; on the API's thread they would stall every
- * request for as long. The thread is started on the first build and kept (with its model and embedding cache); if it
- * dies, the build in flight fails and the next one starts a new thread.
+ * The in-process pipeline's builder (no Redis configured). BM25 and the HNSW graph for 100k tools take tens of seconds
+ * of synchronous CPU, which on the API's thread would stall every request for as long; they run in a worker thread.
+ * Embedding stays on this thread: the model already lives here for queries, its inference runs off the event loop in
+ * onnxruntime's own threads, and the texts go through it in batches with the event loop free in between. The thread is
+ * started on the first build and kept; if it dies, the build in flight fails and the next one starts a new thread.
  */
 export class WorkerIndexBuilder implements IndexBuilder {
   private worker: Worker | undefined;
@@ -42,32 +49,52 @@ export class WorkerIndexBuilder implements IndexBuilder {
   private readonly waiting = new Map<number, { resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
 
   constructor(
-    private readonly options: Omit<BuildWorkerData, 'cancel'> & { onBuilt?: (stats: BuildStats, index: SearchIndex) => void },
+    private readonly options: Omit<BuildWorkerData, 'cancel'> & {
+      embedder: Embedder;
+      cache?: EmbeddingCache;
+      onBuilt?: (stats: BuildStats, index: SearchIndex) => void;
+    },
   ) {}
 
   async build(snapshot: CatalogSnapshot): Promise<SearchIndex> {
     if (this.closed) throw new Error('the index builder is closed');
+    const started = performance.now();
+    const { entries } = snapshot;
+    const { embedder, cache } = this.options;
+    const { vectors, embedded } = await embedWithCache(
+      entries.map((entry) => embeddingText(entry.text)),
+      embedder,
+      cache,
+    );
+    if (this.closed) throw new Error('the index builder is closed');
+    const dimensions = vectors[0]?.length ?? embedder.dimensions;
+    const matrix = new Float32Array(entries.length * dimensions);
+    vectors.forEach((vector, row) => matrix.set(vector, row * dimensions));
     const id = this.nextId++;
     const request: BuildRequest = {
       id,
       catalogHash: snapshot.catalogHash,
-      entries: snapshot.entries.map((entry) => [entry.tool.name, entry.text]),
+      model: embedder.modelId,
+      builtAt: new Date().toISOString(),
+      names: entries.map((entry) => entry.tool.name),
+      texts: entries.map((entry) => entry.text),
+      vectors: matrix.buffer,
+      dimensions,
     };
     const reply = await new Promise<BuildReply>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      this.thread().postMessage(request);
+      this.thread().postMessage(request, [matrix.buffer]);
     });
     if ('error' in reply) throw new Error(reply.error);
     // The artifact is the same format a BullMQ worker stores in Redis; loading it is the only part on this thread.
     const index = deserializeIndex(Buffer.from(reply.artifact), this.options.lexical);
-    this.options.onBuilt?.(reply.stats, index);
+    this.options.onBuilt?.({ tools: entries.length, embedded, durationMs: performance.now() - started }, index);
     return index;
   }
 
   /**
    * Stops the thread; a build in flight is abandoned at its next checkpoint (within about a second), not waited out.
-   * Terminating a thread while it is inside native code (onnxruntime, hnswlib) aborts the whole process, so the thread
-   * is asked first and terminated once it has stopped, or after `graceMs`.
+   * The thread is asked first and terminated once it has stopped (or after `graceMs`), never inside hnswlib's code.
    */
   async close(graceMs = 10_000): Promise<void> {
     this.closed = true;
@@ -88,8 +115,8 @@ export class WorkerIndexBuilder implements IndexBuilder {
 
   private thread(): Worker {
     if (this.worker) return this.worker;
-    const { embedding, lexical, hnsw } = this.options;
-    const worker = startThread(workerFile(), { embedding, lexical, hnsw, cancel: this.cancel });
+    const { lexical, hnsw } = this.options;
+    const worker = startThread(workerFile(), { lexical, hnsw, cancel: this.cancel });
     // A build thread alone must not keep the process running.
     worker.unref();
     const fail = (error: Error) => {
