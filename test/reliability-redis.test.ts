@@ -132,7 +132,8 @@ describe('Redis retention after 200 catalog changes (case 7)', () => {
     const artifactBytes = (await client.strlen(`${prefix}:index:${api.router.indexes.current!.model}:${api.router.indexes.current!.catalogHash}`));
     // Defaults: 3 snapshots, 2 indexes (current and previous); the embedding cache holds one vector per distinct text.
     assert.ok(usage.snapshots <= 3, `snapshots kept: ${usage.snapshots}`);
-    assert.ok(usage.artifacts <= 2, `indexes kept: ${usage.artifacts} (${(await client.keys(`${prefix}:index:*`)).join(', ')})`);
+    // Current and previous, plus at most one just built for a catalog already overtaken (deleted right after).
+    assert.ok(usage.artifacts <= 3, `indexes kept: ${usage.artifacts} (${(await client.keys(`${prefix}:index:*`)).join(', ')})`);
     const bound = 3 * snapshotBytes * 2 + 2 * artifactBytes * 2 + 1024 * 1024;
     assert.ok(usage.bytes < bound, `Redis holds ${usage.bytes} bytes for the prefix, bound ${bound}`);
     process.stdout.write(`# retention: ${usage.bytes} bytes after 200 changes (snapshot ${snapshotBytes} B, index ${artifactBytes} B, ${usage.snapshots} snapshots, ${usage.artifacts} indexes)\n`);
