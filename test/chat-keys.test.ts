@@ -71,6 +71,7 @@ describe('proxy keys and the openai client', () => {
     let api: RunningRouter;
     before(async () => {
       api = await startRouter({ upstreamLlmUrl: llm.url });
+      await api.indexed();
     });
     after(async () => {
       await api.close();

@@ -222,6 +222,7 @@ describe('web console (headless Chromium)', () => {
   it('with ADMIN_KEY set: shows the 401 until a key is entered, then works with it', async () => {
     const adminKey = 'console-admin-key-0123456789';
     const guarded = await startRouter({ adminKey });
+    await guarded.indexed();
     const other = await browser.newPage();
     try {
       await other.goto(`${guarded.url}/console/`);

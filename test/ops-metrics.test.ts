@@ -9,7 +9,7 @@ import { requestLog } from '../src/http/request-log.js';
 import { createToolrouter, listen, type Toolrouter } from '../src/server.js';
 import { stdioFixtureServer, waitFor } from './helpers/mcp.js';
 import { sample } from './helpers/ops-processes.js';
-import { fixtureTools } from './helpers/router.js';
+import { fixtureTools, untilIndexed } from './helpers/router.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -46,6 +46,7 @@ describe('operations: upstream metrics and request ids', () => {
     });
     router = await createToolrouter(config, { log });
     ({ url, server } = await serve(router));
+    await untilIndexed(router);
   });
   after(async () => {
     server.closeAllConnections();

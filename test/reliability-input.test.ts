@@ -138,6 +138,12 @@ describe('hostile input (issue 21)', () => {
     assert.equal(args.status, 400);
     assert.equal(args.body.error.code, 'json_too_deep');
 
+    // The proxy routes read their bodies raw (the dry run parses them as chat and Responses do) and answer OpenAI-style.
+    const rewrite = await admin('POST', '/v1/tools/rewrite', `{"model":"m","messages":[{"role":"user","content":${nested(10_000, 'x')}}]}`);
+    assert.equal(rewrite.status, 400, JSON.stringify(rewrite.body));
+    assert.equal(rewrite.body.error.code, 'json_too_deep');
+    assert.equal(rewrite.body.error.type, 'invalid_request_error');
+
     // Within the limit is fine; the limit counts arrays too.
     assert.equal((await admin('POST', '/v1/tools/search', { query: 'base', top_k: 1 })).status, 200);
     const arrays = await admin('POST', '/v1/tools/search', `{"query":"base","weights":${'['.repeat(100)}${']'.repeat(100)}}`);

@@ -75,7 +75,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
         'upstream_not_configured',
       );
     }
-    const request = readRequest(req, api);
+    const request = readRequest(req, api, config.limits.jsonDepth);
     const access = accessOf(res);
     const { rewrite, searchTool, keys } = await prepare(req, res, request);
     const { body, decision } = rewrite;
@@ -151,7 +151,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
   router.post(RESPONSES_PATH, rawBody, proxy('responses'));
 
   router.post(REWRITE_PATH, rawBody, async (req, res) => {
-    const parsed = Buffer.isBuffer(req.body) ? parseJsonObject(req.body, 'chat completion or Responses API request') : req.body;
+    const parsed = Buffer.isBuffer(req.body) ? parseJsonObject(req.body, 'chat completion or Responses API request', config.limits.jsonDepth) : req.body;
     const request = PARSERS[rewriteApi(parsed)](parsed);
     const { rewrite, searchTool } = await prepare(req, res, request);
     const { body, decision } = rewrite;
@@ -175,8 +175,8 @@ export function rewriteApi(body: unknown): Api {
 }
 
 /** The body arrives raw (Buffer); if an app-level JSON parser got to it first, its parsed form is used instead. */
-function readRequest(req: Request, api: Api): ToolRequest {
-  return PARSERS[api](Buffer.isBuffer(req.body) ? parseJsonObject(req.body, WHAT[api]) : req.body);
+function readRequest(req: Request, api: Api, maxDepth: number): ToolRequest {
+  return PARSERS[api](Buffer.isBuffer(req.body) ? parseJsonObject(req.body, WHAT[api], maxDepth) : req.body);
 }
 
 function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {

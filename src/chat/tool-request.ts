@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { TOOL_NAME_PATTERN } from '../catalog/validate.js';
+import { jsonDeeperThan } from '../http/json-depth.js';
 import { invalidRequest } from './errors.js';
 
 /**
@@ -67,8 +68,12 @@ export const toolNameSchema = z
   .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of a-z, A-Z, 0-9, "_", "-" or "."');
 
 /** Parses request bytes as a JSON object; every problem is a 400 in OpenAI's format. */
-export function parseJsonObject(bytes: Uint8Array | undefined, what: string): unknown {
+export function parseJsonObject(bytes: Uint8Array | undefined, what: string, maxDepth: number): unknown {
   if (!bytes || bytes.length === 0) throw invalidRequest(`The request body is empty; send a JSON ${what}.`);
+  // Measured on the bytes, before parsing: a body nested thousands deep parses, then breaks every recursive step after.
+  if (jsonDeeperThan(bytes, maxDepth)) {
+    throw invalidRequest(`The request body nests deeper than ${maxDepth} levels (limits.jsonDepth).`, null, 'json_too_deep');
+  }
   try {
     return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
   } catch (error) {

@@ -75,6 +75,8 @@ export async function startIndexing(
       lexical: config.search.lexical,
       log,
       job: { attempts: config.queue.attempts, backoffMs: config.queue.backoffMs },
+      retention: config.queue.retention,
+      stalledIntervalMs: config.queue.stalledIntervalMs,
     });
     await pipeline.start();
     follow(catalog, indexes, pipeline, log);

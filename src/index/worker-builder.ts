@@ -58,6 +58,8 @@ export class WorkerIndexBuilder implements IndexBuilder {
 
   async build(snapshot: CatalogSnapshot): Promise<SearchIndex> {
     if (this.closed) throw new Error('the index builder is closed');
+    // Started now, the thread boots (hundreds of ms of module loading) while this thread embeds.
+    this.thread();
     const started = performance.now();
     const { entries } = snapshot;
     const { embedder, cache } = this.options;

@@ -21,6 +21,15 @@ export function fixtureTools(): Tool[] {
   return (JSON.parse(readFileSync(path.join(REPO_ROOT, 'test/fixtures/catalog.json'), 'utf8')) as { tools: Tool[] }).tools;
 }
 
+/** Resolves once the live index covers the router's current catalog. */
+export async function untilIndexed(router: Toolrouter): Promise<void> {
+  for (;;) {
+    await router.pipeline.idle();
+    if (router.indexes.current?.catalogHash === router.catalog.snapshot().catalogHash) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** A real toolrouter on an ephemeral loopback port, with the real embedder on the offline model. */
 export async function startRouter(overrides: Record<string, unknown> = {}): Promise<RunningRouter> {
   const config = loadConfig({}, { port: 0, host: '127.0.0.1', logLevel: 'silent', ...overrides });
@@ -48,13 +57,7 @@ export async function startRouter(overrides: Record<string, unknown> = {}): Prom
     router,
     request,
     post: (route, body) => request('POST', route, body),
-    indexed: async () => {
-      for (;;) {
-        await router.pipeline.idle();
-        if (router.indexes.current?.catalogHash === router.catalog.snapshot().catalogHash) return;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-    },
+    indexed: () => untilIndexed(router),
     close: async () => {
       await new Promise<void>((resolve) => {
         server.closeAllConnections();
