@@ -48,6 +48,11 @@ export class Access {
     return this.key?.keyId;
   }
 
+  /** What this caller may see, as a string: callers with equal views share caches keyed by it (visible sets, view hashes). */
+  get viewKey(): string {
+    return JSON.stringify([this.key?.allowedServers ?? null, this.key?.allowedTools ?? null]);
+  }
+
   /** An upstream tool belongs to its server; a static tool to its source. */
   canSee(entry: Pick<CatalogEntry, 'source' | 'server' | 'tool'>): boolean {
     if (this.servers && !this.servers.has(entry.server ?? entry.source)) return false;

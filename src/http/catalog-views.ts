@@ -51,7 +51,7 @@ export class CatalogViews {
   }
 
   private view(snapshot: CatalogSnapshot, access: Access): { hash: string; tools: number } {
-    const key = JSON.stringify([access.key?.allowedServers ?? null, access.key?.allowedTools ?? null]);
+    const key = access.viewKey;
     let byKey = this.hashes.get(snapshot);
     if (!byKey) {
       byKey = new Map();

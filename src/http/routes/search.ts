@@ -4,7 +4,6 @@ import { SEARCH_MODES } from '../../search/search.js';
 import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf } from '../auth.js';
-import type { Access } from '../../auth/access.js';
 import type { CatalogEntry } from '../../catalog/catalog.js';
 import { catalogViews } from '../catalog-views.js';
 
@@ -43,7 +42,7 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
       rerank: body.rerank,
       // A key's search ranks only what it may see, so neither results nor their order tell it about other tools. A
       // caller who sees everything passes no filter: the index searches then run unfiltered.
-      ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: visibilityKey(access) } : {}),
+      ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: access.viewKey } : {}),
       feedbackScope: access.scope,
     });
     res.json({
@@ -54,9 +53,4 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
   });
 
   return router;
-}
-
-/** What a restricted key may see, as a string: its visible set is computed once per distinct rule set and index. */
-function visibilityKey(access: Access): string {
-  return JSON.stringify([access.key?.allowedServers ?? null, access.key?.allowedTools ?? null]);
 }
