@@ -107,6 +107,43 @@ describe('IndexManager with the in-process pipeline', () => {
     assert.equal(manager.status().lastError, undefined);
   });
 
+  it('tries a failed build again after a backoff, showing the error meanwhile, and records the failure after the last try', async () => {
+    const catalog = new Catalog();
+    catalog.setSource('s', [tool('good')]);
+    const builder = new GatedBuilder(embedder);
+    const manager = new IndexManager(catalog.snapshot());
+    const pipeline = new LocalIndexPipeline(manager, builder, { attempts: 3, backoffMs: 20 });
+    const first = pipeline.update(catalog.snapshot());
+    (await builder.next()).release();
+    await first;
+    const good = manager.current;
+
+    // Fails twice (the embeddings server is down), then the third try succeeds with nothing asked of it.
+    catalog.setSource('s', [tool('flaky')]);
+    const failing = pipeline.update(catalog.snapshot());
+    (await builder.next()).fail(new Error('embeddings server down'));
+    await failing;
+    assert.equal(manager.status().state, 'building');
+    assert.match(manager.status().lastError ?? '', /embeddings server down \(try 1 of 3/);
+    assert.equal(manager.current, good, 'the last good index keeps serving');
+    (await builder.next()).fail(new Error('embeddings server down'));
+    (await builder.next()).release();
+    await pipeline.idle();
+    assert.equal(manager.status().state, 'ready');
+    assert.equal(manager.current?.catalogHash, catalog.snapshot().catalogHash);
+
+    // Out of tries: the failure stands (and stays until the catalog changes or a rebuild is asked for).
+    catalog.setSource('s', [tool('broken')]);
+    const broken = pipeline.update(catalog.snapshot());
+    for (let i = 0; i < 3; i++) (await builder.next()).fail(new Error('still down'));
+    await broken;
+    await pipeline.idle();
+    assert.equal(manager.status().state, 'failed');
+    assert.equal(manager.status().lastError, 'still down');
+    assert.equal(builder.started.length, 1 + 3 + 3);
+    await pipeline.close();
+  });
+
   it('never installs an index older than the live one', async () => {
     const catalog = new Catalog();
     catalog.setSource('s', [tool('x')]);

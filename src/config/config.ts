@@ -79,7 +79,9 @@ export const configSchema = z.object({
     .object({
       /** Prefix of every Redis key, channel and queue, so deployments or test runs can share one Redis. */
       prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).default('toolrouter'),
+      /** Tries per index build, the first included; the in-process pipeline (no redisUrl) uses these two as well. */
       attempts: z.number().int().min(1).max(100).default(3),
+      /** Wait before the second try, doubled for each one after. */
       backoffMs: z.number().int().min(0).default(1_000),
       /** How long a worker may go silent before its job counts as stalled and another worker takes it. */
       lockDurationMs: z.number().int().min(1_000).default(60_000),

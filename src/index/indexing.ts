@@ -48,7 +48,7 @@ export async function startIndexing(
       hnsw: config.search.hnsw,
       onBuilt,
     });
-    const pipeline = new LocalIndexPipeline(indexes, builder);
+    const pipeline = new LocalIndexPipeline(indexes, builder, { attempts: config.queue.attempts, backoffMs: config.queue.backoffMs });
     follow(catalog, indexes, pipeline, log);
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };
   }
