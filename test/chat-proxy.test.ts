@@ -3,9 +3,9 @@ import { createServer } from 'node:net';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { countTokens } from 'gpt-tokenizer';
 import type { Tool } from '../src/catalog/types.js';
-import { metrics } from '../src/metrics.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 import { completion, postJson, startStandInLlm, type StandInLlm } from './helpers/stand-in-llm.js';
+import { counter } from './helpers/metrics.js';
 
 /** The fixture's MCP tools as an OpenAI caller would declare them. */
 const asFunction = (tool: Tool) => ({
@@ -19,11 +19,6 @@ const user = (content: unknown) => ({ role: 'user', content });
 
 const post = postJson;
 
-async function counter(name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await metrics.getSingleMetric(name)?.get();
-  const value = metric?.values.find((entry) => Object.entries(labels).every(([key, wanted]) => entry.labels[key] === wanted));
-  return value?.value ?? 0;
-}
 
 const names = (tools: any[]) => tools.map((tool) => tool.function?.name ?? tool.type);
 

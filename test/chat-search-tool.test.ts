@@ -5,7 +5,6 @@ import pino from 'pino';
 import type { Tool } from '../src/catalog/types.js';
 import { loadConfig } from '../src/config/config.js';
 import { createEmbedder, type Embedder } from '../src/embedding/embedder.js';
-import { metrics } from '../src/metrics.js';
 import { createToolrouter, listen, type Toolrouter } from '../src/server.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 import {
@@ -25,6 +24,7 @@ import {
   type StandInLlm,
 } from './helpers/stand-in-llm.js';
 import { syntheticTools } from './helpers/synthetic.js';
+import { counter } from './helpers/metrics.js';
 
 const asFunction = (tool: Tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.inputSchema } });
 const asResponsesFunction = (tool: Tool) => ({ type: 'function', name: tool.name, description: tool.description, parameters: tool.inputSchema });
@@ -42,10 +42,6 @@ const EMAIL = emailTo('Bob');
 
 const chatNames = (tools: any[]) => tools.map((tool) => tool.function?.name ?? tool.name ?? tool.type);
 
-async function counter(name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await metrics.getSingleMetric(name)?.get();
-  return metric?.values.find((entry) => Object.entries(labels).every(([key, wanted]) => entry.labels[key] === wanted))?.value ?? 0;
-}
 
 describe('search tool: a trimmed request still reaches the tool it needs', () => {
   let llm: StandInLlm;

@@ -7,10 +7,10 @@ import { upstreamUrl } from '../src/chat/proxy.js';
 import { parseResponsesRequest } from '../src/chat/responses.js';
 import { requiredTools } from '../src/chat/rewrite.js';
 import { rewriteApi } from '../src/chat/routes.js';
-import { metrics } from '../src/metrics.js';
 import { decideActivation } from '../src/search/activation.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 import { postJson, responseObject, responsesEventStream, startStandInLlm, type StandInLlm } from './helpers/stand-in-llm.js';
+import { counter } from './helpers/metrics.js';
 
 /** The fixture's MCP tools as a Responses API caller declares them: function fields at the top level. */
 const asResponsesFunction = (tool: Tool) => ({ type: 'function', name: tool.name, description: tool.description, parameters: tool.inputSchema, strict: false });
@@ -30,10 +30,6 @@ const names = (tools: any[]) => tools.map((tool) => tool.name ?? tool.server_lab
 
 const post = postJson;
 
-async function counter(name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await metrics.getSingleMetric(name)?.get();
-  return metric?.values.find((entry) => Object.entries(labels).every(([key, wanted]) => entry.labels[key] === wanted))?.value ?? 0;
-}
 
 describe('Responses API proxy', () => {
   let llm: StandInLlm;
