@@ -459,10 +459,11 @@ async function applySettings(row) {
   showError('tuning');
   try {
     const applied = await api('PUT', '/v1/search/settings', { weights: { bm25: row.weights.bm25, vector: row.weights.vector }, fusion: row.fusion });
-    status.textContent = `applied: ${applied.fusion}, bm25 ${applied.weights.bm25} / vector ${applied.weights.vector} (${applied.scope === 'cluster' ? 'every instance, through Redis' : 'this instance only, until it restarts'})`;
     await loadSettings();
     setPlayground(applied.weights, applied.fusion);
     scheduleSearch();
+    // Said last, so whoever waits for "applied" finds the playground already on the new defaults.
+    status.textContent = `applied: ${applied.fusion}, bm25 ${applied.weights.bm25} / vector ${applied.weights.vector} (${applied.scope === 'cluster' ? 'every instance, through Redis' : 'this instance only, until it restarts'})`;
   } catch (error) {
     showError('tuning', error);
   }
@@ -473,10 +474,10 @@ async function resetSettings() {
   showError('tuning');
   try {
     const reset = await api('DELETE', '/v1/search/settings');
-    status.textContent = `defaults back to config: ${reset.fusion}, bm25 ${reset.weights.bm25} / vector ${reset.weights.vector}`;
     await loadSettings();
     setPlayground(reset.weights, reset.fusion);
     scheduleSearch();
+    status.textContent = `defaults back to config: ${reset.fusion}, bm25 ${reset.weights.bm25} / vector ${reset.weights.vector}`;
   } catch (error) {
     showError('tuning', error);
   }
