@@ -1,0 +1,45 @@
+/** The chat / Responses proxy's settings (YAML `chat`): schema and defaults. Assembled by `src/config/`. */
+import { z } from 'zod';
+
+/** The OpenAI-compatible chat-completions proxy (forwards to upstreamLlmUrl). */
+export const chatSettingsSchema = z
+  .object({
+    /**
+     * Ranked tools a request keeps (rule-kept tools come on top); `x-toolrouter-k` overrides it per request. 10: the
+     * model gets one shot, with no search_tools to ask again, so recall weighs more than for search's 5. Hybrid
+     * Recall@10 is 71% on MetaTool (first 3,000 queries), 91% on the fixture, 99% on LiveMCPBench (69/86/99% at 8,
+     * 76/94/99% at 15), for about 1.7k prompt tokens of definitions on LiveMCPBench.
+     */
+    k: z.number().int().min(1).max(1_000).default(10),
+    /** Sent upstream as `Authorization: Bearer <key>` instead of the caller's Authorization (env UPSTREAM_LLM_KEY). */
+    upstreamKey: z.string().min(1).optional(),
+    /**
+     * Longest wait for the upstream's response head (for a non-streaming request: the whole completion), then between
+     * two streamed chunks. 600 s is the OpenAI SDKs' own default, so the proxy never gives up before its caller would.
+     */
+    timeoutMs: z.number().int().min(1).max(3_600_000).default(600_000),
+    /** Request tool lists whose index is kept (least recently used first out). */
+    toolIndexCacheSize: z.number().int().min(0).max(10_000).default(64),
+    /**
+     * Never forward more tools than this, whatever keeps them (128 is OpenAI's limit); the weakest reasons go first.
+     */
+    maxTools: z.number().int().min(1).max(10_000).default(128),
+    /**
+     * Name of the function tool trimmed requests carry so the model can ask for tools that were left out; the proxy
+     * answers it. When the request has a tool of that name already, `<name>_2`, `<name>_3`... is used.
+     */
+    searchToolName: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/, 'must be 1-60 characters of A-Z a-z 0-9 _ -').default('search_tools'),
+    /** Search-tool calls the proxy answers per request before the model must answer with what it has; 0: no search tool. */
+    searchRounds: z.number().int().min(0).max(10).default(3),
+    /** Tools one search-tool call adds at most (the model may ask for fewer with top_k). */
+    searchTopK: z.number().int().min(1).max(50).default(5),
+    /** Conversations whose forwarded tools are remembered, so later turns keep them (least recently used first out). */
+    stickyConversations: z.number().int().min(0).max(1_000_000).default(10_000),
+    /** When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing. */
+    failOpen: z.boolean().default(true),
+    /** With ADMIN_KEY set, proxy requests need a toolrouter key (x-toolrouter-key); off, they go through without one. */
+    requireKey: z.boolean().default(true),
+  })
+  .prefault({});
+
+export type ChatSettings = z.infer<typeof chatSettingsSchema>;

@@ -1,0 +1,62 @@
+/** The MCP gateway's settings (YAML `mcp`): schema and defaults. Assembled by `src/config/`. */
+import { z } from 'zod';
+import { toolTransformSchema } from './transform.js';
+
+/** An upstream MCP server: a command to spawn (stdio) or a streamable HTTP endpoint. */
+const mcpServerSchema = z.union([
+  z
+    .object({
+      command: z.string().min(1),
+      args: z.array(z.string()).default([]),
+      /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
+      env: z.record(z.string(), z.string()).default({}),
+      cwd: z.string().optional(),
+    })
+    .strict(),
+  z.object({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}) }).strict(),
+], { error: 'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?} (streamable HTTP)' });
+
+/** MCP gateway: upstream servers and the face served at /mcp and by `toolrouter stdio`. */
+export const mcpSettingsSchema = z
+  .object({
+    /** Upstream MCP servers by name; the name prefixes their tools (`name` + catalog.separator + tool). */
+    servers: z.record(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'server names are 1-64 characters of A-Z a-z 0-9 _ - .'), mcpServerSchema).default({}),
+    /**
+     * true: tools/list shows pinned tools + the two virtual tools; false: a plain aggregator listing everything;
+     * "auto": the aggregator while the tools fit search.activation, search beyond it (clients get list_changed).
+     */
+    search: z.union([z.literal('auto'), z.boolean()], { error: 'must be "auto", true or false' }).default('auto'),
+    searchToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('search_tools'),
+    callToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('call_tool'),
+    /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
+    callTimeoutMs: z.number().int().min(1).max(3_600_000).default(60_000),
+    /**
+     * A session's first tools/list and search_tools wait at most this long after start for every upstream's first
+     * connection attempt (and the index of their tools); answers given before say which servers are missing.
+     */
+    startupWaitMs: z.number().int().min(0).max(600_000).default(10_000),
+    /** Connecting and listing tools; an upstream slower than this counts as down. */
+    connectTimeoutMs: z.number().int().min(1).max(600_000).default(30_000),
+    /** Liveness ping for connected upstreams; an HTTP upstream that vanished is only noticed this way. 0: off. */
+    pingIntervalMs: z.number().int().min(0).default(15_000),
+    reconnect: z
+      .object({ initialMs: z.number().int().min(1).default(500), maxMs: z.number().int().min(1).default(30_000) })
+      .prefault({}),
+    /** tools/list page size (with a query or in aggregator mode). */
+    pageSize: z.number().int().min(1).max(10_000).default(100),
+    /** Most tools a SEP-1821 query (`tools/list` with `params.query`) returns over all pages. */
+    queryLimit: z.number().int().min(1).max(1_000).default(10),
+    /** Idle /mcp sessions are closed after this long. */
+    sessionIdleMs: z.number().int().min(1_000).default(30 * 60_000),
+    maxSessions: z.number().int().min(1).default(1_000),
+    /** Sessions one key (open service: one client address) may hold at once; beyond it initialize answers 429. */
+    maxSessionsPerKey: z.number().int().min(1).default(100),
+    /** A session that made no request after initialize is closed after this long (floods of bare sessions). */
+    unusedSessionIdleMs: z.number().int().min(100).default(30_000),
+    /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
+    transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
+  })
+  .prefault({})
+  .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ');
+
+export type McpSettings = z.infer<typeof mcpSettingsSchema>;

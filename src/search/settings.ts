@@ -1,0 +1,78 @@
+/**
+ * Search's settings (YAML `search`): schema and defaults. `SearchService` takes the parsed slice as it is; the
+ * index's own parts (`lexical`, `hnsw`) come from src/index/settings.ts. Assembled by `src/config/`.
+ */
+import { z } from 'zod';
+import { hnswSettingsSchema, lexicalSettingsSchema } from '../index/settings.js';
+import { DEFAULT_ACTIVATION_THRESHOLDS } from './activation.js';
+import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from './search.js';
+
+/** A weight left out keeps its default, as a partial `weights` does in the settings API and in a search request. */
+export const weightsSettingsSchema = z
+  .object({
+    bm25: z.number().min(0).max(1000).default(DEFAULT_SEARCH_SETTINGS.weights.bm25),
+    vector: z.number().min(0).max(1000).default(DEFAULT_SEARCH_SETTINGS.weights.vector),
+  })
+  .refine((weights) => weights.bm25 + weights.vector > 0, 'at least one weight must be positive');
+
+/** Re-scores the top fused candidates (src/search/rerank.ts); off by default; per request `rerank: false`. */
+export const rerankSettingsSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    /** `remote`: POST url in the TEI/Cohere/Jina shape; `transformers`: a local cross-encoder under embedding.modelsDir. */
+    provider: z.enum(['remote', 'transformers']).default('remote'),
+    url: z.string().url().optional(),
+    /** From RERANK_API_KEY. */
+    apiKey: z.string().min(1).optional(),
+    model: z.string().min(1).optional(),
+    topN: z.number().int().min(2).max(200).default(20),
+    timeoutMs: z.number().int().min(1).max(60_000).default(1_500),
+  })
+  .prefault({})
+  .refine((rerank) => !rerank.enabled || rerank.provider !== 'remote' || rerank.url !== undefined, {
+    message: 'search.rerank with provider "remote" needs url',
+    path: ['url'],
+  })
+  .refine((rerank) => !rerank.enabled || rerank.provider !== 'transformers' || rerank.model !== undefined, {
+    message: 'search.rerank with provider "transformers" needs model',
+    path: ['model'],
+  });
+
+export const searchSettingsSchema = z
+  .object({
+    mode: z.enum(SEARCH_MODES).default(DEFAULT_SEARCH_SETTINGS.mode),
+    topK: z.number().int().min(1).default(DEFAULT_SEARCH_SETTINGS.topK),
+    maxTopK: z.number().int().min(1).max(1000).default(DEFAULT_SEARCH_SETTINGS.maxTopK),
+    weights: weightsSettingsSchema.prefault({}),
+    fusion: z.enum(['weighted', 'rrf']).default(DEFAULT_SEARCH_SETTINGS.fusion),
+    candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
+    maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
+    pinned: z.array(z.string()).default([]),
+    /** Results scoring below this are dropped (0: none); per request as min_score. */
+    minScore: z.number().min(0).max(1000).default(0),
+    /** Longest wait for a query's embedding before the search answers from BM25 alone (and says so). */
+    embedTimeoutMs: z.number().int().min(1).max(60_000).default(2_000),
+    /** Per-query vector weight from the vector margin (src/search/fusion.ts), scaling the base weights in weighted fusion. */
+    adaptive: z
+      .object({ enabled: z.boolean().default(true), vectorMargin: z.number().positive().max(1).default(0.3) })
+      .prefault({}),
+    rerank: rerankSettingsSchema,
+    /**
+     * When search pays off (src/search/activation.ts): a tool list with more tools than maxTools, or definitions
+     * over maxTokens (o200k_base), is searched; a smaller one is shown whole. Used by mcp.search "auto" and by the
+     * chat / responses rewriters (below both, a request is forwarded unchanged).
+     */
+    activation: z
+      .object({
+        maxTools: z.number().int().min(0).default(DEFAULT_ACTIVATION_THRESHOLDS.maxTools),
+        maxTokens: z.number().int().min(0).default(DEFAULT_ACTIVATION_THRESHOLDS.maxTokens),
+      })
+      .prefault({}),
+    lexical: lexicalSettingsSchema,
+    hnsw: hnswSettingsSchema,
+  })
+  .prefault({})
+  .refine((search) => search.topK <= search.maxTopK, 'search.topK must not exceed search.maxTopK');
+
+/** The `search` slice as configured (the `SearchSettings` of `SearchService` plus the limits the faces apply). */
+export type SearchConfig = z.infer<typeof searchSettingsSchema>;
