@@ -51,20 +51,26 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
   const catalog = new Catalog({ separator: config.catalog.separator, limits: schemaLimits });
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 
-  const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(config, catalog, embedder, log);
+  // Every Redis key, channel and queue name of this deployment, built once and handed to each module that uses Redis.
+  const redisKeys = new RedisKeys(config.queue.prefix);
+  const { search: searchConfig } = config;
+  const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(
+    { redisUrl: config.redisUrl, keys: redisKeys, separator: config.catalog.separator, lexical: searchConfig.lexical, hnsw: searchConfig.hnsw, queue: config.queue },
+    catalog,
+    embedder,
+    log,
+  );
   closers.push(stopIndexing);
 
   // Loaded before search starts, so the first search already counts every stored event.
-  const feedback = await startFeedback(config, embedder, log);
+  const feedback = await startFeedback({ settings: config.feedback, redisUrl: config.redisUrl, keys: redisKeys }, embedder, log);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
   const search = new SearchService(catalog, indexes, embedder, config.search, feedback, reranker);
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
-  const defaults = await startSearchDefaults(search, { redisUrl: config.redisUrl, prefix: config.queue.prefix, log });
+  const defaults = await startSearchDefaults(search, { redisUrl: config.redisUrl, keys: redisKeys, log });
   closers.push(() => defaults.close());
 
-  // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
-  const redisKeys = new RedisKeys(config.queue.prefix);
   if (redis) {
     // Redis restarted empty: every instance re-announces its sources and asks for its catalog's index again.
     const generation = new RedisGeneration(redis, redisKeys, {
@@ -78,6 +84,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     await generation.start();
     closers.push(() => generation.close());
   }
+  // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
   const gate = redis ? new RedisGate(redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
@@ -87,9 +94,10 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
 
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
-  routers.push(chatRoutes({ config, catalog, search, embedder, log, feedback }));
+  const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
+  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
@@ -109,7 +117,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey },
-    tuning: { catalog, indexes, search, embedder, config, defaults },
+    tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults },
     redis,
     auth,
     security: config.security,

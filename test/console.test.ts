@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { LabelledQuery } from '../src/catalog/types.js';
 import { REPO_ROOT } from './helpers/paths.js';
+import { loadConfig } from '../src/config/config.js';
 import { createEngine } from '../src/eval/engine.js';
 import { tune } from '../src/eval/tune.js';
 import { CHROMIUM, launchChromium } from './helpers/browser.js';
@@ -159,7 +160,7 @@ describe('web console (headless Chromium)', () => {
     await until(() => rows.count(), (count) => count === 12, 'evaluation table');
 
     const queries = readFileSync(QUERIES_FILE, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as LabelledQuery);
-    const engine = await createEngine(fixtureTools(), { embedder: api.router.embedder });
+    const engine = await createEngine(fixtureTools(), { config: loadConfig({}), embedder: api.router.embedder });
     const expected = await tune(engine, queries, { steps: 5 });
     const shown = await rows.evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].slice(0, 6).map((td) => td.textContent)));
     assert.deepEqual(

@@ -56,7 +56,7 @@ describe('adaptive fusion on labelled data', () => {
     it(`${set.name}: hybrid >= max(bm25, vector) at R@5 and MRR, and >= static weights`, { skip: existsSync(set.catalog) ? false : `${set.catalog} not found` }, async () => {
       const tools = loadCatalogFile(set.catalog);
       const queries = loadQueries(set.queries);
-      const adaptive = await createEngine(tools);
+      const adaptive = await createEngine(tools, { config: loadConfig({ TOOLROUTER_CONFIG: '' }) });
       const staticConfig = loadConfig({ TOOLROUTER_CONFIG: '' }, { search: { adaptive: { enabled: false } } });
       const fixed = await createEngine(tools, { config: staticConfig, embedder: adaptive.embedder });
       const run = async (engine: typeof adaptive, mode: 'bm25' | 'vector' | 'hybrid'): Promise<EvalResult> =>

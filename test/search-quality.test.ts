@@ -4,6 +4,7 @@ import { before, describe, it } from 'node:test';
 import type { LabelledQuery } from '../src/catalog/types.js';
 import { REPO_ROOT } from './helpers/paths.js';
 import { loadCatalogFile, loadQueries } from '../src/eval/datasets.js';
+import { loadConfig } from '../src/config/config.js';
 import { createEngine } from '../src/eval/engine.js';
 import { evaluate, type EvalResult } from '../src/eval/metrics.js';
 import type { SearchMode } from '../src/search/search.js';
@@ -18,7 +19,7 @@ describe('search quality on the labelled fixture', () => {
   const topFive = new Map<SearchMode, Map<string, string[]>>();
 
   before(async () => {
-    const engine = await createEngine(loadCatalogFile(path.join(REPO_ROOT, 'test/fixtures/catalog.json')));
+    const engine = await createEngine(loadCatalogFile(path.join(REPO_ROOT, 'test/fixtures/catalog.json')), { config: loadConfig({}) });
     queries = loadQueries(path.join(REPO_ROOT, 'test/fixtures/queries.jsonl'));
     for (const mode of ['bm25', 'vector', 'hybrid'] as const) {
       const seen = new Map<string, string[]>();

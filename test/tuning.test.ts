@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import type { LabelledQuery } from '../src/catalog/types.js';
 import { REPO_ROOT } from './helpers/paths.js';
+import { loadConfig } from '../src/config/config.js';
 import { createEngine } from '../src/eval/engine.js';
 import { evaluate } from '../src/eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../src/eval/tune.js';
@@ -37,7 +38,7 @@ describe('tuning API: POST /v1/eval and /v1/search/settings', () => {
       const queries = fixtureQueries();
       const response = await api.post('/v1/eval', { queries, grid: { steps: 4 } });
       assert.equal(response.status, 200, JSON.stringify(response.body));
-      const engine = await createEngine(fixtureTools(), { embedder: api.router.embedder });
+      const engine = await createEngine(fixtureTools(), { config: loadConfig({}), embedder: api.router.embedder });
       const expected = await tune(engine, queries, { steps: 4 });
       const strip = ({ fusion, weights, n, recallAt1, recallAt5, mrr }: any) => ({ fusion, weights, n, recallAt1, recallAt5, mrr });
       assert.equal(response.body.rows.length, 2 * 5);

@@ -7,12 +7,16 @@ import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../src/config/config.js';
 import { startIndexWorker } from '../src/index/redis/worker.js';
 import { createLogger } from '../src/log.js';
+import { RedisKeys } from '../src/redis.js';
 import { metrics } from '../src/metrics.js';
 
 const config = loadConfig();
 const log = createLogger(config.logLevel);
 try {
-  const worker = await startIndexWorker(config, log);
+  const worker = await startIndexWorker(
+    { redisUrl: config.redisUrl, keys: new RedisKeys(config.queue.prefix), embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw, queue: config.queue },
+    log,
+  );
   const metricsServer = config.worker.metricsPort === undefined ? undefined : await serveMetrics(config.worker, log);
   let stopping = false;
   const stop = (signal: string) => {

@@ -1,7 +1,6 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
-import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { chatFailOpen, chatTokensSaved, chatToolsDropped, chatToolsKept } from '../metrics.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
@@ -18,6 +17,9 @@ import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
 import { ChatFeedback, conversationSteps } from '../feedback/capture.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { accessOf } from '../http/auth.js';
+import type { LimitsSettings } from '../catalog/settings.js';
+import type { SearchConfig } from '../search/settings.js';
+import type { ChatSettings } from './settings.js';
 
 export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
 export const RESPONSES_PATH = '/v1/responses';
@@ -31,8 +33,18 @@ const MAX_K = 1_000;
 const PARSERS: Record<Api, (body: unknown) => ToolRequest> = { chat: parseChatRequest, responses: parseResponsesRequest };
 const WHAT: Record<Api, string> = { chat: 'chat completion request', responses: 'Responses API request' };
 
+/** The configuration slices the chat face reads, handed in by the assembly (src/server.ts). */
+export interface ChatConfig {
+  chat: ChatSettings;
+  search: Pick<SearchConfig, 'activation' | 'maxQueryLength' | 'lexical' | 'hnsw'>;
+  /** Unset: the proxy routes answer that no upstream LLM is configured. */
+  upstreamLlmUrl?: string;
+  bodyLimit: string;
+  limits: Pick<LimitsSettings, 'jsonDepth'>;
+}
+
 export interface ChatDependencies {
-  config: Config;
+  config: ChatConfig;
   catalog: Catalog;
   search: SearchService;
   embedder: Embedder;

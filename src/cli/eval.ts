@@ -8,6 +8,7 @@ import { replayFeedback, splitForFeedback } from '../eval/feedback.js';
 import { evaluate, formatTable, type EvalResult } from '../eval/metrics.js';
 import { RANKED_DEPTH, tune as tuneWeights } from '../eval/tune.js';
 import { SEARCH_MODES, type SearchMode } from '../search/search.js';
+import { loadConfig } from '../config/config.js';
 import { StartupError } from './startup.js';
 
 export interface FeedbackOptions {
@@ -36,7 +37,7 @@ export async function runEval(options: EvalOptions): Promise<void> {
   const { queries, feedback } = feedbackQueries(data.queries, options);
   const modes: SearchMode[] = only && only !== 'baselines' ? [only] : ['bm25', 'vector', 'hybrid'];
   const rows: { label: string; n: number; 'R@1': string; 'R@5': string; MRR: string }[] = [];
-  const engine = only === 'baselines' ? undefined : await createEngine(tools);
+  const engine = only === 'baselines' ? undefined : await createEngine(tools, { config: evalConfig() });
   for (const mode of engine ? modes : []) {
     const result = await withProgress(`${mode}`, queries.length, (onProgress) =>
       evaluate(
@@ -75,7 +76,7 @@ export async function runTune(options: TuneOptions): Promise<void> {
   const data = loadEvalData(options.catalog, options.queries, options.limit);
   const { tools } = data;
   const { queries, feedback } = feedbackQueries(data.queries, options);
-  const engine = await createEngine(tools);
+  const engine = await createEngine(tools, { config: evalConfig() });
   if (feedback) await replayFeedback(engine.feedback!, feedback, (name) => engine.catalog.get(name) !== undefined);
   const { rows, best } = await withProgress('retrieving', queries.length, (onProgress) =>
     tuneWeights(engine, queries, { steps: options.steps, onProgress, feedback: feedback !== undefined }),
@@ -90,6 +91,11 @@ export async function runTune(options: TuneOptions): Promise<void> {
       `${best.weights.feedback === undefined ? '' : `, feedback: ${best.weights.feedback}`}} ` +
       `(R@1 ${pct(best.recallAt1)}, R@5 ${pct(best.recallAt5)}, MRR ${best.mrr.toFixed(3)})`,
   );
+}
+
+/** The configuration eval and tune search with: the config file if one is given, then the environment. */
+function evalConfig() {
+  return loadConfig({ ...process.env, TOOLROUTER_CONFIG: process.env.TOOLROUTER_CONFIG ?? '' });
 }
 
 /** Checked here rather than with commander's choices, so `--help` need not load the search module. */

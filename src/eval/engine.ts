@@ -1,12 +1,21 @@
 import { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
-import { loadConfig, type Config } from '../config/config.js';
-import { createEmbedder, type Embedder } from '../embedding/embedder.js';
+import { createEmbedder, type Embedder, type EmbedderOptions } from '../embedding/embedder.js';
 import { FeedbackService } from '../feedback/service.js';
+import type { FeedbackSettings } from '../feedback/settings.js';
 import { MemoryFeedbackStore } from '../feedback/store.js';
 import { IndexManager } from '../index/manager.js';
 import { buildSearchIndex, type SearchIndex } from '../index/search-index.js';
 import { SearchService } from '../search/search.js';
+import type { SearchConfig } from '../search/settings.js';
+
+/** The configuration slices an engine is built from (the CLI and the server hand in the loaded configuration). */
+export interface EngineConfig {
+  catalog: { separator: string };
+  search: SearchConfig;
+  feedback: FeedbackSettings;
+  embedding: EmbedderOptions;
+}
 
 /** A complete in-process search stack over a fixed tool list, for evaluation, tuning and benchmarks. */
 export interface Engine {
@@ -14,13 +23,13 @@ export interface Engine {
   search: SearchService;
   index: SearchIndex;
   embedder: Embedder;
-  config: Config;
+  config: EngineConfig;
   /** Feedback in memory, empty until replayed (`eval --feedback`): until then, searches rank as without it. */
   feedback?: FeedbackService;
 }
 
-export async function createEngine(tools: Tool[], options: { config?: Config; embedder?: Embedder } = {}): Promise<Engine> {
-  const config = options.config ?? loadConfig({ ...process.env, TOOLROUTER_CONFIG: process.env.TOOLROUTER_CONFIG ?? '' });
+export async function createEngine(tools: Tool[], options: { config: EngineConfig; embedder?: Embedder }): Promise<Engine> {
+  const { config } = options;
   const embedder = options.embedder ?? (await createEmbedder(config.embedding));
   const catalog = new Catalog({ separator: config.catalog.separator });
   const snapshot = catalog.setSource('eval', tools);

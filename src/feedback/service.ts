@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { ScoredName } from '../index/lexical.js';
 import { feedbackEventsHeld, feedbackEventsRecorded } from '../metrics.js';
-import { connectRedis, RedisKeys } from '../redis.js';
+import { connectRedis, type RedisKeys } from '../redis.js';
 import type { FeedbackSignal } from '../search/search.js';
 import { FeedbackNeighbours } from './neighbours.js';
 import { MemoryFeedbackStore, RedisFeedbackStore, type FeedbackStore } from './store.js';
@@ -107,19 +106,28 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
   }
 }
 
+/** What `startFeedback` takes: the `feedback` slice and where to keep events, handed in by the assembly. */
+export interface FeedbackStartOptions {
+  settings: FeedbackSettings;
+  /** Events in Redis, shared by every instance; unset: in this process's memory. */
+  redisUrl?: string;
+  /** The deployment's key names (queue.prefix). */
+  keys: RedisKeys;
+}
+
 /**
  * The feedback service of a process: events in Redis when `redisUrl` is set (shared by every instance, kept across
  * restarts), in memory otherwise. Undefined when `feedback.enabled` is false.
  */
-export async function startFeedback(config: Config, embedder: Embedder, log: Logger, now?: () => number): Promise<FeedbackService | undefined> {
-  const settings = config.feedback;
+export async function startFeedback(options: FeedbackStartOptions, embedder: Embedder, log: Logger, now?: () => number): Promise<FeedbackService | undefined> {
+  const { settings } = options;
   if (!settings.enabled) return undefined;
   const retention = { maxEvents: settings.maxEvents, maxAgeDays: settings.maxAgeDays };
   let store: FeedbackStore;
-  if (config.redisUrl) {
-    const redis = connectRedis(config.redisUrl, 'toolrouter-feedback', log);
-    const subscriber = connectRedis(config.redisUrl, 'toolrouter-feedback-events', log);
-    store = new RedisFeedbackStore(redis, subscriber, new RedisKeys(config.queue.prefix), retention, log, now);
+  if (options.redisUrl) {
+    const redis = connectRedis(options.redisUrl, 'toolrouter-feedback', log);
+    const subscriber = connectRedis(options.redisUrl, 'toolrouter-feedback-events', log);
+    store = new RedisFeedbackStore(redis, subscriber, options.keys, retention, log, now);
   } else {
     store = new MemoryFeedbackStore(retention, now);
   }

@@ -7,7 +7,7 @@ import type { IndexManager, IndexPipeline } from '../index/manager.js';
 import type { SearchService } from '../search/search.js';
 import { httpRequests } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';
-import type { Config } from '../config/config.js';
+import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
 import { authenticate, requireAdmin, type ProxyAuthOptions } from './auth.js';
 import { errorHandler, notFoundRoute } from './errors.js';
 import { assertJsonDepth } from './json-depth.js';
@@ -45,8 +45,8 @@ export interface AppDependencies {
   tuning?: TuningDependencies;
   /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
   auth?: Auth;
-  security?: Config['security'];
-  keyDefaults?: Config['keys']['defaults'];
+  security?: SecuritySettings;
+  keyDefaults?: KeyDefaults;
 }
 
 const DEFAULT_JSON_DEPTH = 64;

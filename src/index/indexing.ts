@@ -2,16 +2,28 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
-import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { indexBuildDuration, indexSwaps, indexTexts, indexTools } from '../metrics.js';
-import { connectRedis, RedisKeys } from '../redis.js';
+import { connectRedis, type RedisKeys } from '../redis.js';
 import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { LocalIndexPipeline } from './local-pipeline.js';
 import { IndexManager, type IndexPipeline } from './manager.js';
 import type { BuildStats, SearchIndex } from './search-index.js';
 import { WorkerIndexBuilder } from './worker-builder.js';
 import { RedisIndexPipeline } from './redis/redis-pipeline.js';
+import type { HnswSettings, LexicalSettings, QueueSettings } from './settings.js';
+
+/** What `startIndexing` takes: the index's slices of the configuration, handed in by the assembly (src/server.ts). */
+export interface IndexingOptions {
+  /** The shared pipeline through Redis and BullMQ workers; unset: indexes are built in this process. */
+  redisUrl?: string;
+  /** The deployment's key names (queue.prefix), constructed once per process by the assembly. */
+  keys: RedisKeys;
+  separator: string;
+  lexical: LexicalSettings;
+  hnsw: HnswSettings;
+  queue: Pick<QueueSettings, 'attempts' | 'backoffMs' | 'retention' | 'stalledIntervalMs'>;
+}
 
 export interface Indexing {
   indexes: IndexManager;
@@ -27,12 +39,12 @@ export interface Indexing {
  * every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
  */
 export async function startIndexing(
-  config: Config,
+  options: IndexingOptions,
   catalog: Catalog,
   embedder: Embedder,
   log: Logger,
 ): Promise<Indexing> {
-  if (!config.redisUrl) {
+  if (!options.redisUrl) {
     const indexes = new IndexManager(catalog.snapshot());
     const onBuilt = (stats: BuildStats, index: SearchIndex) => {
       indexBuildDuration.observe(stats.durationMs / 1000);
@@ -44,18 +56,18 @@ export async function startIndexing(
     const builder = new WorkerIndexBuilder({
       embedder,
       cache: new MemoryEmbeddingCache(),
-      lexical: config.search.lexical,
-      hnsw: config.search.hnsw,
+      lexical: options.lexical,
+      hnsw: options.hnsw,
       onBuilt,
     });
-    const pipeline = new LocalIndexPipeline(indexes, builder, { attempts: config.queue.attempts, backoffMs: config.queue.backoffMs });
+    const pipeline = new LocalIndexPipeline(indexes, builder, { attempts: options.queue.attempts, backoffMs: options.queue.backoffMs });
     follow(catalog, indexes, pipeline, log);
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };
   }
 
-  const keys = new RedisKeys(config.queue.prefix);
-  const redis = connectRedis(config.redisUrl, 'toolrouter-api', log);
-  const subscriber = connectRedis(config.redisUrl, 'toolrouter-api-events', log);
+  const { keys } = options;
+  const redis = connectRedis(options.redisUrl, 'toolrouter-api', log);
+  const subscriber = connectRedis(options.redisUrl, 'toolrouter-api-events', log);
   const close = async () => {
     redis.disconnect();
     subscriber.disconnect();
@@ -66,17 +78,17 @@ export async function startIndexing(
     await sources.start();
     const indexes = new IndexManager(catalog.snapshot());
     const pipeline = new RedisIndexPipeline(indexes, {
-      redisUrl: config.redisUrl,
+      redisUrl: options.redisUrl,
       redis,
       subscriber,
       keys,
       model: embedder.modelId,
-      separator: config.catalog.separator,
-      lexical: config.search.lexical,
+      separator: options.separator,
+      lexical: options.lexical,
       log,
-      job: { attempts: config.queue.attempts, backoffMs: config.queue.backoffMs },
-      retention: config.queue.retention,
-      stalledIntervalMs: config.queue.stalledIntervalMs,
+      job: { attempts: options.queue.attempts, backoffMs: options.queue.backoffMs },
+      retention: options.queue.retention,
+      stalledIntervalMs: options.queue.stalledIntervalMs,
     });
     await pipeline.start();
     follow(catalog, indexes, pipeline, log);
@@ -92,7 +104,7 @@ export async function startIndexing(
     };
   } catch (error) {
     await close();
-    throw new Error(`could not start the Redis index pipeline at ${redactUrl(config.redisUrl)}: ${(error as Error).message}`, { cause: error });
+    throw new Error(`could not start the Redis index pipeline at ${redactUrl(options.redisUrl)}: ${(error as Error).message}`, { cause: error });
   }
 }
 

@@ -1,16 +1,24 @@
 import type { Router } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
-import type { Config } from '../config/config.js';
 import type { IndexManager } from '../index/manager.js';
 import { mcpRestRoutes } from '../http/routes/mcp-rest.js';
 import { upstreamConnected, upstreamFailures, upstreamTools } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
+import type { SearchConfig } from '../search/settings.js';
 import { McpGateway } from './gateway.js';
 import { mcpHttpFace, type McpHttpFace } from './http.js';
 import { StartupGate } from './startup.js';
+import type { McpSettings } from './settings.js';
 import { UpstreamManager, type UpstreamStatus } from './upstream.js';
+
+/** The configuration slices the MCP gateway reads, handed in by the assembly (src/server.ts). */
+export interface McpConfig {
+  mcp: McpSettings;
+  catalog: { separator: string };
+  search: Pick<SearchConfig, 'activation' | 'maxQueryLength'>;
+}
 
 export interface McpFaces {
   upstreams: UpstreamManager;
@@ -26,7 +34,7 @@ export interface McpFaces {
  * faces. Upstreams start connecting in the background; startup never waits for a slow or dead server.
  */
 export function createMcpFaces(deps: {
-  config: Config;
+  config: McpConfig;
   catalog: Catalog;
   search: SearchService;
   log: Logger;

@@ -32,10 +32,10 @@ export interface SearchDefaults {
 
 export async function startSearchDefaults(
   search: SearchService,
-  options: { redisUrl?: string; prefix: string; log: Logger },
+  options: { redisUrl?: string; keys: RedisKeys; log: Logger },
 ): Promise<SearchDefaults> {
   if (!options.redisUrl) return new LocalSearchDefaults(search);
-  const defaults = new RedisSearchDefaults(search, options.redisUrl, new RedisKeys(options.prefix), options.log);
+  const defaults = new RedisSearchDefaults(search, options.redisUrl, options.keys, options.log);
   try {
     await defaults.start();
   } catch (error) {

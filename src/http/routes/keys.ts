@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { KeyStore } from '../../auth/key-store.js';
 import { generateKeyId, generateSecret, hashSecret, parseDuration, publicKeyInfo, SECRET_PREFIX, type KeyRecord } from '../../auth/keys.js';
-import type { Config } from '../../config/config.js';
+import type { KeyDefaults } from '../../auth/settings.js';
 import { requireAdmin } from '../auth.js';
 import { badRequest, HttpError, parseBody } from '../errors.js';
 
@@ -38,7 +38,7 @@ const deleteBody = z.object({ keys: z.array(z.string().min(1), { error: 'must be
  * LiteLLM-style key management, admin only: `POST /key/generate`, `GET /key/info?key=`, `POST /key/update`,
  * `POST /key/delete`, `GET /key/list`. The secret is returned once, by generate; afterwards keys are named by their `key_id` (or the secret).
  */
-export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: Config['keys']['defaults'] }): Router {
+export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyDefaults }): Router {
   const router = Router();
   router.use('/key', requireAdmin);
 

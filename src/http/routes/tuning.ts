@@ -2,8 +2,8 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { LabelledQuery } from '../../catalog/types.js';
-import type { Config } from '../../config/config.js';
 import type { Embedder } from '../../embedding/embedder.js';
+import type { EngineConfig } from '../../eval/engine.js';
 import { evaluate } from '../../eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../../eval/tune.js';
 import type { IndexManager } from '../../index/manager.js';
@@ -25,7 +25,7 @@ export interface TuningDependencies {
   indexes: IndexManager;
   search: SearchService;
   embedder: Embedder;
-  config: Config;
+  config: EngineConfig;
   defaults: SearchDefaults;
 }
 

@@ -1,12 +1,23 @@
 import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
-import type { Config } from '../../config/config.js';
-import { createEmbedder } from '../../embedding/embedder.js';
+import { createEmbedder, type EmbedderOptions } from '../../embedding/embedder.js';
 import { indexArtifactBytes, indexBuildDuration, indexBuilds, indexTexts } from '../../metrics.js';
-import { connectRedis, RedisKeys } from '../../redis.js';
+import { connectRedis, type RedisKeys } from '../../redis.js';
+import type { HnswSettings, LexicalSettings, QueueSettings } from '../settings.js';
 import { ArtifactStore } from './artifact-store.js';
 import { runBuildJob, type BuildJobData, type BuildJobResult } from './build-job.js';
 import { RedisEmbeddingCache } from './embedding-cache.js';
+
+/** What `startIndexWorker` takes: its slices of the configuration, handed in by the worker process's assembly. */
+export interface IndexWorkerOptions {
+  redisUrl?: string;
+  /** The deployment's key names (queue.prefix). */
+  keys: RedisKeys;
+  embedding: EmbedderOptions;
+  lexical: LexicalSettings;
+  hnsw: HnswSettings;
+  queue: Pick<QueueSettings, 'retention' | 'lockDurationMs' | 'stalledIntervalMs'>;
+}
 
 export interface IndexWorker {
   /** Finishes the job in hand, then stops taking jobs and closes connections. */
@@ -14,19 +25,19 @@ export interface IndexWorker {
 }
 
 /** A BullMQ worker that builds indexes: embeds what the shared cache lacks, stores the artifact, promotes it. */
-export async function startIndexWorker(config: Config, log: Logger): Promise<IndexWorker> {
-  if (!config.redisUrl) throw new Error('the index worker needs REDIS_URL');
-  const keys = new RedisKeys(config.queue.prefix);
-  const redis = connectRedis(config.redisUrl, 'toolrouter-worker', log);
-  const embedder = await createEmbedder(config.embedding);
+export async function startIndexWorker(options: IndexWorkerOptions, log: Logger): Promise<IndexWorker> {
+  if (!options.redisUrl) throw new Error('the index worker needs REDIS_URL');
+  const { keys } = options;
+  const redis = connectRedis(options.redisUrl, 'toolrouter-worker', log);
+  const embedder = await createEmbedder(options.embedding);
   const deps = {
     redis,
     keys,
     embedder,
     cache: new RedisEmbeddingCache(redis, keys),
-    lexical: config.search.lexical,
-    hnsw: config.search.hnsw,
-    retention: config.queue.retention,
+    lexical: options.lexical,
+    hnsw: options.hnsw,
+    retention: options.queue.retention,
   };
   const worker = new Worker<BuildJobData, BuildJobResult>(
     keys.indexQueue,
@@ -38,10 +49,10 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
       return result;
     },
     {
-      connection: { url: config.redisUrl, maxRetriesPerRequest: null },
+      connection: { url: options.redisUrl, maxRetriesPerRequest: null },
       concurrency: 1,
-      lockDuration: config.queue.lockDurationMs,
-      stalledInterval: config.queue.stalledIntervalMs,
+      lockDuration: options.queue.lockDurationMs,
+      stalledInterval: options.queue.stalledIntervalMs,
     },
   );
   worker.on('failed', (job, error) => {
