@@ -40,6 +40,11 @@ export function packageVersion(): string {
   return findPackage().pkg.version;
 }
 
+/** The web console's static files: src/console beside the sources; `npm run build` copies it to dist/src/console. */
+export function consoleDir(): string {
+  return fileURLToPath(new URL('./console/', import.meta.url));
+}
+
 /**
  * Default `embedding.modelsDir` (MODELS_DIR): `models/` in the package when it is there (a clone, an image, a global
  * install after `sudo toolrouter models build`) or can be made there (a user-owned install), else the user's cache (`$XDG_CACHE_HOME/toolrouter/models`, default

@@ -21,6 +21,7 @@ import { RedisGeneration } from './redis-generation.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
+import { consoleDir } from './package-root.js';
 
 export interface Toolrouter {
   config: Config;
@@ -40,7 +41,15 @@ export interface Toolrouter {
 }
 
 /** Wires catalog → index → search → interfaces for one process. */
-export async function createToolrouter(config: Config, options: { log?: Logger; embedder?: Embedder } = {}): Promise<Toolrouter> {
+export interface ToolrouterOptions {
+  log?: Logger;
+  /** Tests hand in one embedder for many routers; default: built from config.embedding. */
+  embedder?: Embedder;
+  /** The web console's files; default: the package's (src/package-root.ts). */
+  consoleDir?: string;
+}
+
+export async function createToolrouter(config: Config, options: ToolrouterOptions = {}): Promise<Toolrouter> {
   const log = options.log ?? createLogger(config.logLevel);
   const closers: (() => Promise<void> | void)[] = [];
   const embedder =
@@ -122,6 +131,7 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
     auth,
     security: config.security,
     keyDefaults: config.keys.defaults,
+    consoleDir: options.consoleDir ?? consoleDir(),
   });
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();

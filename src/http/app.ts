@@ -43,6 +43,8 @@ export interface AppDependencies {
   redis?: Redis;
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
   tuning?: TuningDependencies;
+  /** The web console's static files (src/console, or dist/src/console once built); absent, /console is not served. */
+  consoleDir?: string;
   /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
   auth?: Auth;
   security?: SecuritySettings;
@@ -83,7 +85,7 @@ export function createApp(deps: AppDependencies): Express {
   app.use(indexRoutes(deps));
   app.use(searchRoutes(deps));
   if (deps.tuning) app.use(tuningRoutes(deps.tuning));
-  app.use(consoleRoutes());
+  if (deps.consoleDir) app.use(consoleRoutes(deps.consoleDir));
   for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
   app.use(errorHandler(deps.log));

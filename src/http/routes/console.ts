@@ -1,14 +1,10 @@
-import { fileURLToPath } from 'node:url';
 import express, { Router } from 'express';
 
-/** src/console beside the sources; `npm run build` copies it to dist/src/console, beside the compiled modules. */
-export const CONSOLE_DIR = fileURLToPath(new URL('../../console/', import.meta.url));
-
 /**
- * The web console's static files at /console. The page holds no data: everything it shows comes from the API with
+ * The web console's static files at /console, from `dir` (the assembly passes src/package-root.ts's consoleDir()). The page holds no data: everything it shows comes from the API with
  * the caller's key, so serving the files themselves needs no key (a browser cannot add one to a navigation).
  */
-export function consoleRoutes(dir: string = CONSOLE_DIR): Router {
+export function consoleRoutes(dir: string): Router {
   const router = Router();
   router.use(
     '/console',
