@@ -1,168 +1,177 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-/** The process's Prometheus registry; every face registers its metrics here. */
-export const metrics = new Registry();
+/**
+ * One router's Prometheus registry and the metrics recorded into it. The assembly (src/server.ts, the worker process)
+ * creates one and hands it to the modules that record; GET /metrics serves that registry. Two routers in one process
+ * (tests, an embedding application) count apart.
+ */
+export class Metrics {
+  readonly registry = new Registry();
 
-// Chat-completions proxy. Counted for requests actually forwarded upstream, not for dry runs on /v1/tools/rewrite.
+  // Chat-completions proxy. Counted for requests actually forwarded upstream, not for dry runs on /v1/tools/rewrite.
 
-export const chatToolsKept = new Counter({
-  name: 'toolrouter_chat_tools_kept_total',
-  help: 'Tools forwarded to the upstream LLM by the chat-completions proxy',
-  labelNames: ['mode'] as const,
-  registers: [metrics],
-});
+  readonly chatToolsKept = new Counter({
+    name: 'toolrouter_chat_tools_kept_total',
+    help: 'Tools forwarded to the upstream LLM by the chat-completions proxy',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
 
-export const chatToolsDropped = new Counter({
-  name: 'toolrouter_chat_tools_dropped_total',
-  help: 'Tools of chat-completion requests not forwarded to the upstream LLM',
-  labelNames: ['mode'] as const,
-  registers: [metrics],
-});
+  readonly chatToolsDropped = new Counter({
+    name: 'toolrouter_chat_tools_dropped_total',
+    help: 'Tools of chat-completion requests not forwarded to the upstream LLM',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
 
-export const chatTokensSaved = new Counter({
-  name: 'toolrouter_chat_tokens_saved_total',
-  help: 'Prompt tokens of tool definitions not sent upstream (o200k_base over each definition as JSON)',
-  labelNames: ['mode'] as const,
-  registers: [metrics],
-});
+  readonly chatTokensSaved = new Counter({
+    name: 'toolrouter_chat_tokens_saved_total',
+    help: 'Prompt tokens of tool definitions not sent upstream (o200k_base over each definition as JSON)',
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
 
-export const chatToolIndexLookups = new Counter({
-  name: 'toolrouter_chat_tool_index_lookups_total',
-  help: 'Lookups of the per-tool-list index cache of the chat proxy; a miss embeds and indexes the list',
-  labelNames: ['result'] as const,
-  registers: [metrics],
-});
+  readonly chatToolIndexLookups = new Counter({
+    name: 'toolrouter_chat_tool_index_lookups_total',
+    help: 'Lookups of the per-tool-list index cache of the chat proxy; a miss embeds and indexes the list',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
 
-export const chatSearchCalls = new Counter({
-  name: 'toolrouter_chat_search_calls_total',
-  help: "Calls of the chat proxy's search tool answered by the proxy, by api and result (found, empty, invalid, error)",
-  labelNames: ['api', 'result'] as const,
-  registers: [metrics],
-});
+  readonly chatSearchCalls = new Counter({
+    name: 'toolrouter_chat_search_calls_total',
+    help: "Calls of the chat proxy's search tool answered by the proxy, by api and result (found, empty, invalid, error)",
+    labelNames: ['api', 'result'] as const,
+    registers: [this.registry],
+  });
 
-export const chatFailOpen = new Counter({
-  name: 'toolrouter_chat_fail_open_total',
-  help: 'Proxy requests forwarded with their tools unranked because ranking failed (chat.failOpen)',
-  labelNames: ['api'] as const,
-  registers: [metrics],
-});
+  readonly chatFailOpen = new Counter({
+    name: 'toolrouter_chat_fail_open_total',
+    help: 'Proxy requests forwarded with their tools unranked because ranking failed (chat.failOpen)',
+    labelNames: ['api'] as const,
+    registers: [this.registry],
+  });
 
-// Search, index and HTTP. Search is timed in SearchService, so every face (REST, MCP, chat catalog mode) is counted.
+  // Search, index and HTTP. Search is timed in SearchService, so every face (REST, MCP, chat catalog mode) is counted.
 
-export const searchDuration = new Histogram({
-  name: 'toolrouter_search_duration_seconds',
-  help: 'Time to answer one search, by mode (select and regex included)',
-  labelNames: ['mode'] as const,
-  buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
-  registers: [metrics],
-});
+  readonly searchDuration = new Histogram({
+    name: 'toolrouter_search_duration_seconds',
+    help: 'Time to answer one search, by mode (select and regex included)',
+    labelNames: ['mode'] as const,
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
 
-export const searchResults = new Histogram({
-  name: 'toolrouter_search_results',
-  help: 'Tools returned by one search',
-  labelNames: ['mode'] as const,
-  buckets: [0, 1, 3, 5, 10, 20, 50],
-  registers: [metrics],
-});
+  readonly searchResults = new Histogram({
+    name: 'toolrouter_search_results',
+    help: 'Tools returned by one search',
+    labelNames: ['mode'] as const,
+    buckets: [0, 1, 3, 5, 10, 20, 50],
+    registers: [this.registry],
+  });
 
-export const searchFallbacks = new Counter({
-  name: 'toolrouter_search_fallbacks_total',
-  help: 'Ranked searches answered from BM25 alone because the query embedding failed or timed out',
-  labelNames: ['reason'] as const,
-  registers: [metrics],
-});
+  readonly searchFallbacks = new Counter({
+    name: 'toolrouter_search_fallbacks_total',
+    help: 'Ranked searches answered from BM25 alone because the query embedding failed or timed out',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
 
-export const searchReranks = new Counter({
-  name: 'toolrouter_search_reranks_total',
-  help: 'Reranker calls by outcome; on error or timeout the fused order is kept',
-  labelNames: ['outcome'] as const,
-  registers: [metrics],
-});
+  readonly searchReranks = new Counter({
+    name: 'toolrouter_search_reranks_total',
+    help: 'Reranker calls by outcome; on error or timeout the fused order is kept',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
 
-export const indexBuildDuration = new Histogram({
-  name: 'toolrouter_index_build_duration_seconds',
-  help: 'Index builds run in this process (the in-process pipeline; workers build the shared one)',
-  buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-  registers: [metrics],
-});
+  readonly indexBuildDuration = new Histogram({
+    name: 'toolrouter_index_build_duration_seconds',
+    help: 'Index builds run in this process (the in-process pipeline; workers build the shared one)',
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
 
-export const indexTexts = new Counter({
-  name: 'toolrouter_index_embedded_texts_total',
-  help: 'Texts embedded by index builds in this process, by whether the embedding cache had them',
-  labelNames: ['cache'] as const,
-  registers: [metrics],
-});
+  readonly indexTexts = new Counter({
+    name: 'toolrouter_index_embedded_texts_total',
+    help: 'Texts embedded by index builds in this process, by whether the embedding cache had them',
+    labelNames: ['cache'] as const,
+    registers: [this.registry],
+  });
 
-export const indexTools = new Gauge({
-  name: 'toolrouter_index_tools',
-  help: 'Tools in the live index',
-  registers: [metrics],
-});
+  readonly indexTools = new Gauge({
+    name: 'toolrouter_index_tools',
+    help: 'Tools in the live index',
+    registers: [this.registry],
+  });
 
-export const indexSwaps = new Counter({
-  name: 'toolrouter_index_swaps_total',
-  help: 'Times the live index was replaced',
-  registers: [metrics],
-});
+  readonly indexSwaps = new Counter({
+    name: 'toolrouter_index_swaps_total',
+    help: 'Times the live index was replaced',
+    registers: [this.registry],
+  });
 
-export const httpRequests = new Counter({
-  name: 'toolrouter_http_requests_total',
-  help: 'HTTP requests answered, by method, matched route and status',
-  labelNames: ['method', 'route', 'status'] as const,
-  registers: [metrics],
-});
+  readonly httpRequests = new Counter({
+    name: 'toolrouter_http_requests_total',
+    help: 'HTTP requests answered, by method, matched route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
 
-// Index worker process (`toolrouter worker`, scraped on worker.metricsPort); the build metrics above count its builds too.
+  // Index worker process (`toolrouter worker`, scraped on worker.metricsPort); the build metrics above count its builds too.
 
-export const indexBuilds = new Counter({
-  name: 'toolrouter_index_builds_total',
-  help: 'Index build jobs run by this worker, by outcome (built, reused, superseded, failed)',
-  labelNames: ['outcome'] as const,
-  registers: [metrics],
-});
+  readonly indexBuilds = new Counter({
+    name: 'toolrouter_index_builds_total',
+    help: 'Index build jobs run by this worker, by outcome (built, reused, superseded, failed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
 
-export const indexArtifactBytes = new Gauge({
-  name: 'toolrouter_index_artifact_bytes',
-  help: 'Size of the last index artifact this worker built (serialized BM25 + vectors + HNSW graph)',
-  registers: [metrics],
-});
+  readonly indexArtifactBytes = new Gauge({
+    name: 'toolrouter_index_artifact_bytes',
+    help: 'Size of the last index artifact this worker built (serialized BM25 + vectors + HNSW graph)',
+    registers: [this.registry],
+  });
 
-// Upstream MCP servers, from the UpstreamManager's status events.
+  // Upstream MCP servers, from the UpstreamManager's status events.
 
-export const upstreamConnected = new Gauge({
-  name: 'toolrouter_upstream_connected',
-  help: 'Upstream MCP server connected (1) or not (0: connecting, down or closed)',
-  labelNames: ['server', 'transport'] as const,
-  registers: [metrics],
-});
+  readonly upstreamConnected = new Gauge({
+    name: 'toolrouter_upstream_connected',
+    help: 'Upstream MCP server connected (1) or not (0: connecting, down or closed)',
+    labelNames: ['server', 'transport'] as const,
+    registers: [this.registry],
+  });
 
-export const upstreamTools = new Gauge({
-  name: 'toolrouter_upstream_tools',
-  help: 'Tools an upstream MCP server contributes to the catalog',
-  labelNames: ['server'] as const,
-  registers: [metrics],
-});
+  readonly upstreamTools = new Gauge({
+    name: 'toolrouter_upstream_tools',
+    help: 'Tools an upstream MCP server contributes to the catalog',
+    labelNames: ['server'] as const,
+    registers: [this.registry],
+  });
 
-export const upstreamFailures = new Gauge({
-  name: 'toolrouter_upstream_failures',
-  help: 'Consecutive failed connection attempts of an upstream MCP server (0 while connected)',
-  labelNames: ['server'] as const,
-  registers: [metrics],
-});
+  readonly upstreamFailures = new Gauge({
+    name: 'toolrouter_upstream_failures',
+    help: 'Consecutive failed connection attempts of an upstream MCP server (0 while connected)',
+    labelNames: ['server'] as const,
+    registers: [this.registry],
+  });
 
-// Feedback (src/feedback): events recorded by this process, and events every search here consults.
+  // Feedback (src/feedback): events recorded by this process, and events every search here consults.
 
-export const feedbackEventsRecorded = new Counter({
-  name: 'toolrouter_feedback_events_total',
-  help: 'Feedback events recorded by this process, by surface (rest, mcp, chat, replay) and relevant (true, false)',
-  labelNames: ['surface', 'relevant'] as const,
-  registers: [metrics],
-});
+  readonly feedbackEventsRecorded = new Counter({
+    name: 'toolrouter_feedback_events_total',
+    help: 'Feedback events recorded by this process, by surface (rest, mcp, chat, replay) and relevant (true, false)',
+    labelNames: ['surface', 'relevant'] as const,
+    registers: [this.registry],
+  });
 
-export const feedbackEventsHeld = new Gauge({
-  name: 'toolrouter_feedback_events',
-  help: 'Feedback events held in memory for search (all instances\' events within the retention limits)',
-  registers: [metrics],
-});
+  readonly feedbackEventsHeld = new Gauge({
+    name: 'toolrouter_feedback_events',
+    help: 'Feedback events held in memory for search (all instances\' events within the retention limits)',
+    registers: [this.registry],
+  });
 
-collectDefaultMetrics({ register: metrics, prefix: 'toolrouter_' });
+  /** `processMetrics`: also Node's own (memory, event loop, GC...), as a server or worker exports them. */
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'toolrouter_' });
+  }
+}

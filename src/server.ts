@@ -15,6 +15,7 @@ import { feedbackRoutes } from './http/routes/feedback.js';
 import { startIndexing } from './index/indexing.js';
 import type { IndexManager, IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
+import { Metrics } from './metrics.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis.js';
 import { RedisGeneration } from './redis-generation.js';
@@ -34,6 +35,8 @@ export interface Toolrouter {
   embedder: Embedder;
   app: Express;
   log: Logger;
+  /** This router's Prometheus registry and metrics (GET /metrics). */
+  metrics: Metrics;
   /** MCP gateway: upstream servers, the gateway, and its /mcp and /mcp-rest faces. */
   mcp: McpFaces;
   /** Stops background work and closes connections (upstreams, Redis), last opened first. */
@@ -52,6 +55,8 @@ export interface ToolrouterOptions {
 export async function createToolrouter(config: Config, options: ToolrouterOptions = {}): Promise<Toolrouter> {
   const log = options.log ?? createLogger(config.logLevel);
   const closers: (() => Promise<void> | void)[] = [];
+  // Per router, so two routers in one process (tests, an application embedding toolrouter) count apart.
+  const metrics = new Metrics({ processMetrics: true });
   const embedder =
     options.embedder ??
     (await createEmbedder(config.embedding));
@@ -64,7 +69,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const redisKeys = new RedisKeys(config.queue.prefix);
   const { search: searchConfig } = config;
   const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(
-    { redisUrl: config.redisUrl, keys: redisKeys, separator: config.catalog.separator, lexical: searchConfig.lexical, hnsw: searchConfig.hnsw, queue: config.queue },
+    { redisUrl: config.redisUrl, keys: redisKeys, separator: config.catalog.separator, lexical: searchConfig.lexical, hnsw: searchConfig.hnsw, queue: config.queue, metrics },
     catalog,
     embedder,
     log,
@@ -72,10 +77,10 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(stopIndexing);
 
   // Loaded before search starts, so the first search already counts every stored event.
-  const feedback = await startFeedback({ settings: config.feedback, redisUrl: config.redisUrl, keys: redisKeys }, embedder, log);
+  const feedback = await startFeedback({ settings: config.feedback, redisUrl: config.redisUrl, keys: redisKeys, metrics }, embedder, log);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
-  const search = new SearchService(catalog, indexes, embedder, config.search, feedback, reranker);
+  const search = new SearchService(catalog, indexes, embedder, config.search, feedback, reranker, metrics);
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
   const defaults = await startSearchDefaults(search, { redisUrl: config.redisUrl, keys: redisKeys, log });
   closers.push(() => defaults.close());
@@ -104,9 +109,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
-  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback }));
+  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
@@ -132,11 +137,12 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     security: config.security,
     keyDefaults: config.keys.defaults,
     consoleDir: options.consoleDir ?? consoleDir(),
+    metrics,
   });
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, feedback, embedder, app, log, mcp, close };
+  return { config, catalog, indexes, pipeline, search, feedback, embedder, app, log, metrics, mcp, close };
 }
 
 /** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */

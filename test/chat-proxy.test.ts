@@ -375,7 +375,7 @@ describe('chat completions proxy', () => {
   describe('tool-list cache', () => {
     // A list no other test uses, so the first request is a miss whatever ran before.
     const tools = TOOLS.map((tool, i) => (i === 0 ? { ...tool, function: { ...tool.function, description: `${tool.function.description} (cache test)` } } : tool));
-    const lookups = (result: string) => counter('toolrouter_chat_tool_index_lookups_total', { result });
+    const lookups = (result: string) => counter(api, 'toolrouter_chat_tool_index_lookups_total', { result });
 
     it('indexes a tool list once and reuses it for the next requests with the same list', async () => {
       const [hits, misses] = [await lookups('hit'), await lookups('miss')];
@@ -407,9 +407,9 @@ describe('chat completions proxy', () => {
     it('counts kept and dropped tools and the tokens of the dropped definitions', async () => {
       const labels = { mode: 'request' };
       const before = {
-        kept: await counter('toolrouter_chat_tools_kept_total', labels),
-        dropped: await counter('toolrouter_chat_tools_dropped_total', labels),
-        saved: await counter('toolrouter_chat_tokens_saved_total', labels),
+        kept: await counter(api, 'toolrouter_chat_tools_kept_total', labels),
+        dropped: await counter(api, 'toolrouter_chat_tools_dropped_total', labels),
+        saved: await counter(api, 'toolrouter_chat_tokens_saved_total', labels),
       };
       const answer = await post(completions, { model: 'm', messages: [user('open a GitHub issue for the crash')], tools: TOOLS });
       assert.equal(answer.status, 200);
@@ -417,14 +417,14 @@ describe('chat completions proxy', () => {
       const dropped = TOOLS.filter((tool) => !forwarded.has(tool.function.name));
       const expectedSaved = dropped.reduce((sum, tool) => sum + countTokens(JSON.stringify(tool)), 0);
       assert.ok(expectedSaved > 1_000, `${expectedSaved}`);
-      assert.equal(await counter('toolrouter_chat_tools_kept_total', labels), before.kept + forwarded.size);
-      assert.equal(await counter('toolrouter_chat_tools_dropped_total', labels), before.dropped + dropped.length);
-      assert.equal(await counter('toolrouter_chat_tokens_saved_total', labels), before.saved + expectedSaved);
+      assert.equal(await counter(api, 'toolrouter_chat_tools_kept_total', labels), before.kept + forwarded.size);
+      assert.equal(await counter(api, 'toolrouter_chat_tools_dropped_total', labels), before.dropped + dropped.length);
+      assert.equal(await counter(api, 'toolrouter_chat_tokens_saved_total', labels), before.saved + expectedSaved);
 
       const dry = await post(rewrite, { messages: [user('open a GitHub issue for the crash')], tools: TOOLS });
       assert.equal(dry.json.decision.tokens.saved, expectedSaved);
       assert.equal(dry.json.decision.tokens.before, TOOLS.reduce((sum, tool) => sum + countTokens(JSON.stringify(tool)), 0));
-      assert.equal(await counter('toolrouter_chat_tokens_saved_total', labels), before.saved + expectedSaved, 'dry runs are not counted');
+      assert.equal(await counter(api, 'toolrouter_chat_tokens_saved_total', labels), before.saved + expectedSaved, 'dry runs are not counted');
     });
   });
 

@@ -88,7 +88,7 @@ describe('search tool: a trimmed request still reaches the tool it needs', () =>
   }
 
   it('chat, not streamed: answers the search call itself and the caller gets the call of the found tool', async () => {
-    const before = await counter('toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' });
+    const before = await counter(api, 'toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' });
     const final = toolCallCompletion('call_weather', NEEDED, { city: 'Lisbon' });
     llm.respond(scripted(jsonBody(() => toolCallCompletion('call_search', 'search_tools', ASK)), jsonBody(() => final)));
     const answer = await post(completions, { model: 'm', messages: EMAIL, tools: TOOLS });
@@ -96,7 +96,7 @@ describe('search tool: a trimmed request still reaches the tool it needs', () =>
     assert.deepEqual(answer.json, final);
     assert.equal(answer.headers.get('x-toolrouter-search-calls'), '1');
     assertSearchRound('chat');
-    assert.equal(await counter('toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' }), before + 1);
+    assert.equal(await counter(api, 'toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' }), before + 1);
   });
 
   it('chat, streamed: holds the turn that calls the search tool and streams the final one byte for byte', async () => {

@@ -3,20 +3,15 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { createEmbedder } from '../src/embedding/embedder.js';
-import { metrics } from '../src/metrics.js';
 import { RedisKeys } from '../src/redis.js';
 import { eventually, REDIS_URL, WorkerProcess, writeConfig } from './helpers/processes.js';
+import { counter } from './helpers/metrics.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { hashedVector, STAND_IN_DIMENSIONS, startStandInEmbeddings, type StandInEmbeddings } from './helpers/stand-in-embeddings.js';
 import { syntheticTools } from './helpers/synthetic.js';
 
 const models = { modelsDir: 'models', allowRemoteModels: false };
 
-async function counter(name: string, labels: Record<string, string>): Promise<number> {
-  const metric = (await metrics.getMetricsAsJSON()).find((m) => m.name === name);
-  const value = metric?.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
-  return Number(value?.value ?? 0);
-}
 
 describe('openai embeddings provider', () => {
   let server: StandInEmbeddings;
@@ -139,7 +134,7 @@ describe('openai provider through the service (in process)', () => {
   });
 
   it('answers from BM25 within the timeout when the server hangs or fails, says so, and counts it', async () => {
-    const timeoutsBefore = await counter('toolrouter_search_fallbacks_total', { reason: 'embedding_timeout' });
+    const timeoutsBefore = await counter(api, 'toolrouter_search_fallbacks_total', { reason: 'embedding_timeout' });
     server.behave({ hang: true });
     const started = Date.now();
     const [slow, health] = await Promise.all([
@@ -160,7 +155,7 @@ describe('openai provider through the service (in process)', () => {
     assert.ok(elapsed < 3_000, `search took ${elapsed} ms with a 400 ms embedding timeout`);
     assert.equal(health.status, 200);
     assert.ok(health.ms < 1_000, `/health took ${health.ms} ms`);
-    assert.equal(await counter('toolrouter_search_fallbacks_total', { reason: 'embedding_timeout' }), timeoutsBefore + 1);
+    assert.equal(await counter(api, 'toolrouter_search_fallbacks_total', { reason: 'embedding_timeout' }), timeoutsBefore + 1);
 
     server.behave({ fail: { status: 500, times: 1 } });
     const failed = await api.post('/v1/tools/search', { query: 's7 import invoice', mode: 'vector' });

@@ -1,16 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { metrics } from '../src/metrics.js';
 import { createReranker, rerankCandidates, remoteReranker } from '../src/search/rerank.js';
+import { counter } from './helpers/metrics.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { startStandInEmbeddings, type StandInEmbeddings } from './helpers/stand-in-embeddings.js';
 import { syntheticTools } from './helpers/synthetic.js';
 import { tinyModelsDir, writeWordScoreCrossEncoder } from './helpers/tiny-models.js';
 
-async function rerankCount(outcome: string): Promise<number> {
-  const metric = (await metrics.getMetricsAsJSON()).find((m) => m.name === 'toolrouter_search_reranks_total');
-  return Number(metric?.values.find((v) => v.labels.outcome === outcome)?.value ?? 0);
-}
 
 const names = (body: any): string[] => body.results.map((hit: { name: string }) => hit.name);
 
@@ -48,14 +44,14 @@ describe('remote reranker (POST /rerank) through the service', () => {
 
   it('keeps the fused order when the reranker hangs (within its timeout) or fails', async () => {
     const fused = names((await api.post('/v1/tools/search', { query, top_k: 10, rerank: false })).body);
-    const timeouts = await rerankCount('timeout');
+    const timeouts = await counter(api, 'toolrouter_search_reranks_total', { outcome: 'timeout' });
     server.behave({ hang: true });
     const started = Date.now();
     const slow = await api.post('/v1/tools/search', { query, top_k: 10 });
     assert.ok(Date.now() - started < 3_000);
     assert.equal(slow.status, 200);
     assert.deepEqual(names(slow.body), fused);
-    assert.equal(await rerankCount('timeout'), timeouts + 1);
+    assert.equal(await counter(api, 'toolrouter_search_reranks_total', { outcome: 'timeout' }), timeouts + 1);
     server.behave({ fail: { status: 500, times: 1 } });
     assert.deepEqual(names((await api.post('/v1/tools/search', { query, top_k: 10 })).body), fused);
     server.behave({});

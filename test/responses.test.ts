@@ -191,14 +191,14 @@ describe('Responses API proxy', () => {
 
   it('counts kept and dropped tools and saved tokens in the same metrics as chat', async () => {
     const labels = { mode: 'request' };
-    const dropped = await counter('toolrouter_chat_tools_dropped_total', labels);
-    const saved = await counter('toolrouter_chat_tokens_saved_total', labels);
+    const dropped = await counter(api, 'toolrouter_chat_tools_dropped_total', labels);
+    const saved = await counter(api, 'toolrouter_chat_tokens_saved_total', labels);
     const answer = await post(responses, { input: 'translate this paragraph into German', tools: TOOLS }, { 'x-toolrouter-k': '4' });
     assert.equal(answer.status, 200);
     const forwarded = new Set(names(llm.received[0]!.json.tools));
     const expectedSaved = TOOLS.filter((tool) => !forwarded.has(tool.name)).reduce((sum, tool) => sum + countTokens(JSON.stringify(tool)), 0);
-    assert.equal((await counter('toolrouter_chat_tools_dropped_total', labels)) - dropped, TOOLS.length - forwarded.size);
-    assert.equal((await counter('toolrouter_chat_tokens_saved_total', labels)) - saved, expectedSaved);
+    assert.equal((await counter(api, 'toolrouter_chat_tools_dropped_total', labels)) - dropped, TOOLS.length - forwarded.size);
+    assert.equal((await counter(api, 'toolrouter_chat_tokens_saved_total', labels)) - saved, expectedSaved);
   });
 
   describe('malformed requests', () => {

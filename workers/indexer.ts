@@ -8,13 +8,14 @@ import { loadConfig, type Config } from '../src/config/config.js';
 import { startIndexWorker } from '../src/index/redis/worker.js';
 import { createLogger } from '../src/log.js';
 import { RedisKeys } from '../src/redis.js';
-import { metrics } from '../src/metrics.js';
+import { Metrics } from '../src/metrics.js';
 
 const config = loadConfig();
 const log = createLogger(config.logLevel);
+const metrics = new Metrics({ processMetrics: true });
 try {
   const worker = await startIndexWorker(
-    { redisUrl: config.redisUrl, keys: new RedisKeys(config.queue.prefix), embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw, queue: config.queue },
+    { redisUrl: config.redisUrl, keys: new RedisKeys(config.queue.prefix), embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw, queue: config.queue, metrics },
     log,
   );
   const metricsServer = config.worker.metricsPort === undefined ? undefined : await serveMetrics(config.worker, log);
@@ -52,8 +53,8 @@ async function serveMetrics(settings: Config['worker'], log: Logger): Promise<Se
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/metrics') {
-      metrics.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': metrics.contentType }).end(text),
+      metrics.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
         (error: unknown) => {
           log.error({ err: error }, 'metrics collection failed');
           res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'internal', message: 'internal error' } }));

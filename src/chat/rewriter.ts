@@ -156,7 +156,7 @@ export class ToolRewriter {
       // Pinned tools are a keep-rule here; the request's own search must not hide them.
       pinned: [],
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
-    }, this.deps.search.feedback);
+    }, this.deps.search.feedback, undefined, this.deps.search.metrics);
   }
 
   /** The request forwarded with every tool, each with its keep reason. */

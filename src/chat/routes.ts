@@ -2,7 +2,7 @@ import express, { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
-import { chatFailOpen, chatTokensSaved, chatToolsDropped, chatToolsKept } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
 import { OpenAiError, invalidRequest, openAiErrorHandler } from './errors.js';
 import { forwardRequest } from './proxy.js';
@@ -51,13 +51,15 @@ export interface ChatDependencies {
   log: Logger;
   /** Learning from usage: a call of a tool the router kept, seen in a later turn, is recorded. */
   feedback?: FeedbackRecorder;
+  /** The router's metrics (tools kept and dropped, tokens saved, search-tool calls...); without it nothing is counted. */
+  metrics?: Metrics;
 }
 
 /**
  * The OpenAI-compatible face: `POST /v1/chat/completions` and `POST /v1/responses` forward requests upstream with their
  * tool list cut to what the conversation needs, and `POST /v1/tools/rewrite` shows that decision without forwarding.
  */
-export function chatRoutes({ config, catalog, search, embedder, log, feedback }: ChatDependencies): Router {
+export function chatRoutes({ config, catalog, search, embedder, log, feedback, metrics }: ChatDependencies): Router {
   const router = Router();
   const chatFeedback = new ChatFeedback(feedback, log);
   const rewriter = new ToolRewriter({
@@ -71,6 +73,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
       embedder,
       lexical: config.search.lexical,
       hnsw: config.search.hnsw,
+      metrics,
     }),
   });
   const rawBody = express.raw({ type: () => true, limit: config.bodyLimit });
@@ -93,9 +96,9 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
     const { body, decision } = rewrite;
     chatFeedback.observe(conversationSteps(request), decision, access.scope);
     const labels = { mode: decision.mode };
-    chatToolsKept.inc(labels, decision.kept.length);
-    chatToolsDropped.inc(labels, decision.dropped.length);
-    chatTokensSaved.inc(labels, decision.tokens.saved);
+    metrics?.chatToolsKept.inc(labels, decision.kept.length);
+    metrics?.chatToolsDropped.inc(labels, decision.dropped.length);
+    metrics?.chatTokensSaved.inc(labels, decision.tokens.saved);
     log.debug({ api, mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache }, 'tools rewritten');
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     const upstream = { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs };
@@ -116,6 +119,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
       access,
       upstream,
       rewriter,
+      metrics,
       settings: {
         toolName: searchTool,
         rounds: config.chat.searchRounds,
@@ -151,7 +155,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback }:
     } catch (error) {
       if (error instanceof OpenAiError || !config.chat.failOpen) throw error;
       log.warn({ err: error, api: request.api }, 'ranking the tools failed; forwarding them unranked (chat.failOpen)');
-      chatFailOpen.inc({ api: request.api });
+      metrics?.chatFailOpen.inc({ api: request.api });
       res.setHeader('x-toolrouter-fail-open', error instanceof IndexNotReadyError ? 'index_not_ready' : 'search_failed');
       return { rewrite: rewriter.unranked(request, { ...options, maxTools: config.chat.maxTools }), keys };
     }

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
-import { chatSearchCalls } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { forwardRequest, type UpstreamSettings } from './proxy.js';
 import type { ToolRewriter } from './rewriter.js';
 import { continuation, searchToolDefinition, searchTurnReader, type SearchCall, type SearchTurnReader } from './search-tool.js';
@@ -33,6 +33,8 @@ export interface SearchRoundInput {
   rewriter: ToolRewriter;
   settings: SearchRoundSettings;
   log: Logger;
+  /** The router's metrics (search-tool calls by result); without it nothing is counted. */
+  metrics?: Pick<Metrics, 'chatSearchCalls'>;
 }
 
 export interface SearchRoundResult {
@@ -51,7 +53,7 @@ export interface SearchRoundResult {
  * untouched, streamed as it comes.
  */
 export async function forwardWithSearch(input: SearchRoundInput): Promise<SearchRoundResult> {
-  const { req, res, request, access, upstream, rewriter, settings, log } = input;
+  const { req, res, request, access, upstream, rewriter, settings, log, metrics } = input;
   const api = request.api;
   const tools = [...((input.body.tools as unknown[] | undefined) ?? [])];
   const forwarded = [...input.forwarded];
@@ -72,7 +74,7 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     const answers = new Map<string, string>();
     for (const call of turn.calls) {
       searches++;
-      answers.set(call.callId, await answerSearch(call, { request, access, rewriter, settings, log, tools, forwarded, last: final, round }));
+      answers.set(call.callId, await answerSearch(call, { request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round }));
     }
     body = continuation(api, sent, turn, answers);
   }
@@ -86,6 +88,7 @@ interface AnswerContext {
   rewriter: ToolRewriter;
   settings: SearchRoundSettings;
   log: Logger;
+  metrics?: Pick<Metrics, 'chatSearchCalls'>;
   /** Forwarded definitions and their names; found tools are appended to both. */
   tools: unknown[];
   forwarded: string[];
@@ -96,7 +99,7 @@ interface AnswerContext {
 
 /** The tool result the model reads: the tools it may now call, or why there are none. */
 async function answerSearch(call: SearchCall, context: AnswerContext): Promise<string> {
-  const { request, access, rewriter, settings, log, tools, forwarded } = context;
+  const { request, access, rewriter, settings, log, metrics, tools, forwarded } = context;
   const api = request.api;
   let args: { query?: unknown; top_k?: unknown } | undefined;
   try {
@@ -107,7 +110,7 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
   const query = typeof args?.query === 'string' ? args.query.trim().slice(0, settings.maxQueryLength) : '';
   const lastNote = context.last ? ' This was the last tool search for this request: answer with the tools you have.' : '';
   if (query === '') {
-    chatSearchCalls.inc({ api, result: 'invalid' });
+    metrics?.chatSearchCalls.inc({ api, result: 'invalid' });
     return JSON.stringify({ error: `Call ${settings.toolName} with {"query": "<what the tool should do>"}.${lastNote}` });
   }
   const asked = typeof args?.top_k === 'number' && Number.isInteger(args.top_k) ? args.top_k : settings.topK;
@@ -122,11 +125,11 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
     }
     found = hits.map(toolSummary);
   } catch (error) {
-    chatSearchCalls.inc({ api, result: 'error' });
+    metrics?.chatSearchCalls.inc({ api, result: 'error' });
     log.warn({ err: error, api, query }, 'search tool call failed');
     return JSON.stringify({ error: `The tool search failed; continue with the tools you have.${lastNote}` });
   }
-  chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
+  metrics?.chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
   log.info({ api, round: context.round, query, found: found.map((tool) => tool.name) }, 'search tool answered');
   const note =
     found.length > 0

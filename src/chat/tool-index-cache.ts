@@ -5,7 +5,7 @@ import type { LexicalSettings } from '../index/lexical.js';
 import { IndexManager } from '../index/manager.js';
 import { buildSearchIndex } from '../index/search-index.js';
 import type { HnswSettings } from '../index/vector.js';
-import { chatToolIndexLookups } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import type { RequestTool } from './request.js';
 import { toolTokens } from '../search/tokens.js';
 import { indexableTool } from './tools.js';
@@ -27,6 +27,8 @@ export interface ToolIndexCacheOptions {
   embedder: Embedder;
   lexical: LexicalSettings;
   hnsw: HnswSettings;
+  /** The router's metrics (cache hits and misses); without it nothing is counted. */
+  metrics?: Pick<Metrics, 'chatToolIndexLookups'>;
 }
 
 /** Tool texts whose vectors are kept across lists, so a list that differs by one tool embeds one tool. */
@@ -53,10 +55,10 @@ export class ToolIndexCache {
       // Re-inserting marks it most recently used.
       this.entries.delete(key);
       this.entries.set(key, cached);
-      chatToolIndexLookups.inc({ result: 'hit' });
+      this.options.metrics?.chatToolIndexLookups.inc({ result: 'hit' });
       return { index: await cached, hit: true };
     }
-    chatToolIndexLookups.inc({ result: 'miss' });
+    this.options.metrics?.chatToolIndexLookups.inc({ result: 'miss' });
     const building = this.build(tools);
     if (this.options.size > 0) {
       this.entries.set(key, building);

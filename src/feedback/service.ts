@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Embedder } from '../embedding/embedder.js';
 import type { ScoredName } from '../index/lexical.js';
-import { feedbackEventsHeld, feedbackEventsRecorded } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { connectRedis, type RedisKeys } from '../redis.js';
 import type { FeedbackSignal } from '../search/search.js';
 import { FeedbackNeighbours } from './neighbours.js';
@@ -36,6 +36,8 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
     readonly settings: FeedbackSettings,
     private readonly log?: Logger,
     private readonly now: () => number = Date.now,
+    /** The router's metrics (events recorded and held); without it nothing is counted. */
+    private readonly metrics?: Pick<Metrics, 'feedbackEventsRecorded' | 'feedbackEventsHeld'>,
   ) {
     this.neighbours = new FeedbackNeighbours(embedder.dimensions, settings, now);
   }
@@ -66,7 +68,7 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
     }
     for (const event of events) this.neighbours.add(event);
     this.neighbours.compact();
-    feedbackEventsHeld.set(this.neighbours.size);
+    this.metrics?.feedbackEventsHeld.set(this.neighbours.size);
     if (events.length > 0) this.log?.info({ events: this.neighbours.size }, 'feedback events loaded');
   }
 
@@ -86,7 +88,7 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
     };
     await this.store.append(event);
     this.hold(event);
-    feedbackEventsRecorded.inc({ surface: input.surface, relevant: String(input.relevant) });
+    this.metrics?.feedbackEventsRecorded.inc({ surface: input.surface, relevant: String(input.relevant) });
     return event;
   }
 
@@ -102,7 +104,7 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
   private hold(event: FeedbackEvent): void {
     if (event.model !== this.embedder.modelId) return;
     this.neighbours.add(event);
-    feedbackEventsHeld.set(this.neighbours.size);
+    this.metrics?.feedbackEventsHeld.set(this.neighbours.size);
   }
 }
 
@@ -113,6 +115,7 @@ export interface FeedbackStartOptions {
   redisUrl?: string;
   /** The deployment's key names (queue.prefix). */
   keys: RedisKeys;
+  metrics?: Metrics;
 }
 
 /**
@@ -131,7 +134,7 @@ export async function startFeedback(options: FeedbackStartOptions, embedder: Emb
   } else {
     store = new MemoryFeedbackStore(retention, now);
   }
-  const service = new FeedbackService(embedder, store, settings, log.child({ component: 'feedback' }), now);
+  const service = new FeedbackService(embedder, store, settings, log.child({ component: 'feedback' }), now, options.metrics);
   try {
     await service.start();
   } catch (error) {

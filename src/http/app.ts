@@ -5,7 +5,7 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { StaticSources } from '../catalog/static-sources.js';
 import type { IndexManager, IndexPipeline } from '../index/manager.js';
 import type { SearchService } from '../search/search.js';
-import { httpRequests } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';
 import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
 import { authenticate, requireAdmin, type ProxyAuthOptions } from './auth.js';
@@ -45,6 +45,8 @@ export interface AppDependencies {
   tuning?: TuningDependencies;
   /** The web console's static files (src/console, or dist/src/console once built); absent, /console is not served. */
   consoleDir?: string;
+  /** This router's metrics: requests are counted into it and GET /metrics serves its registry. */
+  metrics: Metrics;
   /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
   auth?: Auth;
   security?: SecuritySettings;
@@ -66,7 +68,7 @@ export function createApp(deps: AppDependencies): Express {
     // The matched route pattern, not the path, keeps label values few (a source name is not a label).
     res.on('finish', () => {
       const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
-      httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
+      deps.metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
     });
     next();
   });

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
 import type { Embedder } from '../embedding/embedder.js';
-import { indexBuildDuration, indexSwaps, indexTexts, indexTools } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { connectRedis, type RedisKeys } from '../redis.js';
 import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { LocalIndexPipeline } from './local-pipeline.js';
@@ -23,6 +23,8 @@ export interface IndexingOptions {
   lexical: LexicalSettings;
   hnsw: HnswSettings;
   queue: Pick<QueueSettings, 'attempts' | 'backoffMs' | 'retention' | 'stalledIntervalMs'>;
+  /** The router's metrics (builds in this process, swaps, live index size); without it nothing is counted. */
+  metrics?: Metrics;
 }
 
 export interface Indexing {
@@ -44,12 +46,13 @@ export async function startIndexing(
   embedder: Embedder,
   log: Logger,
 ): Promise<Indexing> {
+  const { metrics } = options;
   if (!options.redisUrl) {
     const indexes = new IndexManager(catalog.snapshot());
     const onBuilt = (stats: BuildStats, index: SearchIndex) => {
-      indexBuildDuration.observe(stats.durationMs / 1000);
-      indexTexts.inc({ cache: 'miss' }, stats.embedded);
-      indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
+      metrics?.indexBuildDuration.observe(stats.durationMs / 1000);
+      metrics?.indexTexts.inc({ cache: 'miss' }, stats.embedded);
+      metrics?.indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
       log.info({ ...stats, catalogHash: index.catalogHash }, 'index built');
     };
     // BM25 and HNSW in a worker thread, so a large catalog's build never stalls requests.
@@ -61,7 +64,7 @@ export async function startIndexing(
       onBuilt,
     });
     const pipeline = new LocalIndexPipeline(indexes, builder, { attempts: options.queue.attempts, backoffMs: options.queue.backoffMs });
-    follow(catalog, indexes, pipeline, log);
+    follow(catalog, indexes, pipeline, log, metrics);
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };
   }
 
@@ -91,7 +94,7 @@ export async function startIndexing(
       stalledIntervalMs: options.queue.stalledIntervalMs,
     });
     await pipeline.start();
-    follow(catalog, indexes, pipeline, log);
+    follow(catalog, indexes, pipeline, log, metrics);
     return {
       indexes,
       pipeline,
@@ -108,11 +111,11 @@ export async function startIndexing(
   }
 }
 
-function follow(catalog: Catalog, indexes: IndexManager, pipeline: IndexPipeline, log: Logger): void {
+function follow(catalog: Catalog, indexes: IndexManager, pipeline: IndexPipeline, log: Logger, metrics: Metrics | undefined): void {
   indexes.on('failed', (error, catalogHash) => log.error({ err: error, catalogHash }, 'index build failed'));
   indexes.on('swapped', (index) => {
-    indexSwaps.inc();
-    indexTools.set(index.size);
+    metrics?.indexSwaps.inc();
+    metrics?.indexTools.set(index.size);
   });
   const update = (snapshot = catalog.snapshot()) =>
     void pipeline.update(snapshot).catch((error: unknown) => log.error({ err: error }, 'index update failed'));

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { IndexManager } from '../index/manager.js';
 import { mcpRestRoutes } from '../http/routes/mcp-rest.js';
-import { upstreamConnected, upstreamFailures, upstreamTools } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
@@ -42,6 +42,8 @@ export function createMcpFaces(deps: {
   feedback?: FeedbackRecorder;
   /** For the start-up wait: the first searches wait (bounded) for the index to include the upstreams' tools. */
   indexes?: IndexManager;
+  /** The router's metrics (upstream status gauges); without it nothing is counted. */
+  metrics?: Metrics;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -76,6 +78,9 @@ export function createMcpFaces(deps: {
   );
   gateway.feedback = deps.feedback;
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, loopbackOnly: deps.loopbackOnly, log });
+  const recordUpstreamStatus = (status: UpstreamStatus) => {
+    if (deps.metrics) recordUpstream(deps.metrics, status);
+  };
   for (const status of upstreams.status()) recordUpstreamStatus(status);
   upstreams.on('status', recordUpstreamStatus);
   upstreams.start();
@@ -94,7 +99,7 @@ export function createMcpFaces(deps: {
   };
 }
 
-function recordUpstreamStatus(status: UpstreamStatus): void {
+function recordUpstream({ upstreamConnected, upstreamTools, upstreamFailures }: Metrics, status: UpstreamStatus): void {
   upstreamConnected.set({ server: status.name, transport: status.transport }, status.state === 'connected' ? 1 : 0);
   upstreamTools.set({ server: status.name }, status.tools);
   upstreamFailures.set({ server: status.name }, status.failures);

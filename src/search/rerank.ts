@@ -6,7 +6,7 @@
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Tool } from '../catalog/types.js';
 import { createCrossEncoder } from '../embedding/cross-encoder.js';
-import { searchReranks } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 
 export interface Reranker {
   /** One relevance score per document, same order; higher is more relevant. */
@@ -39,6 +39,7 @@ export async function rerankCandidates<T extends Scored>(
   candidates: T[],
   settings: RerankSettings,
   textOf: (tool: Tool) => SearchableText | undefined,
+  metrics?: Pick<Metrics, 'searchReranks'>,
 ): Promise<T[]> {
   const head = candidates.slice(0, settings.topN);
   if (head.length < 2) return candidates;
@@ -55,17 +56,17 @@ export async function rerankCandidates<T extends Scored>(
     const scores = await Promise.race([reranker.score(query, documents, controller.signal), timeout]);
     if (scores === 'timeout') {
       controller.abort();
-      searchReranks.inc({ outcome: 'timeout' });
+      metrics?.searchReranks.inc({ outcome: 'timeout' });
       return candidates;
     }
     if (scores.length !== head.length || !scores.every(Number.isFinite)) throw new Error(`reranker returned ${scores.length} scores for ${head.length} documents`);
-    searchReranks.inc({ outcome: 'ok' });
+    metrics?.searchReranks.inc({ outcome: 'ok' });
     const reranked = head
       .map((hit, i) => ({ ...hit, score: scores[i]!, scores: { ...hit.scores, rerank: scores[i]! } }))
       .sort((a, b) => b.score - a.score);
     return [...reranked, ...candidates.slice(head.length)];
   } catch {
-    searchReranks.inc({ outcome: 'error' });
+    metrics?.searchReranks.inc({ outcome: 'error' });
     return candidates;
   } finally {
     clearTimeout(timer);

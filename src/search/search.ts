@@ -5,7 +5,7 @@ import { LabelSet } from '../index/label-set.js';
 import type { ScoredName } from '../index/lexical.js';
 import type { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
-import { searchDuration, searchFallbacks, searchResults } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { RegexHaystacks } from './regex.js';
 import {
   adaptiveWeights,
@@ -158,6 +158,8 @@ export class SearchService {
     readonly feedback?: FeedbackSignal,
     /** Re-scores the top fused candidates when settings.rerank.enabled; without it nothing is reranked. */
     private readonly reranker?: Reranker,
+    /** The router's metrics (search duration, results, fallbacks, reranks); without it nothing is counted. */
+    readonly metrics?: Metrics,
   ) {
     this.current = settings;
     this.pinned = new Set(settings.pinned);
@@ -186,10 +188,10 @@ export class SearchService {
     const prefix = trimmed.toLowerCase();
     const mode = prefix.startsWith(SELECT_PREFIX) ? 'select' : prefix.startsWith(REGEX_PREFIX) ? 'regex' : (request.mode ?? this.settings.mode);
     const query = prefix.startsWith(REGEX_PREFIX) ? trimmed.slice(REGEX_PREFIX.length) : trimmed;
-    const stopTimer = searchDuration.startTimer({ mode });
+    const stopTimer = this.metrics?.searchDuration.startTimer({ mode });
     const response = await this.answer(query, mode, request);
-    stopTimer();
-    searchResults.observe({ mode }, response.results.length);
+    stopTimer?.();
+    this.metrics?.searchResults.observe({ mode }, response.results.length);
     return response;
   }
 
@@ -223,7 +225,7 @@ export class SearchService {
     }
     const rerank = this.settings.rerank;
     if (this.reranker && rerank?.enabled && request.rerank !== false) {
-      candidates = await rerankCandidates(this.reranker, query, candidates, rerank, (tool) => this.catalog.get(tool.name)?.text);
+      candidates = await rerankCandidates(this.reranker, query, candidates, rerank, (tool) => this.catalog.get(tool.name)?.text, this.metrics);
     }
     const minScore = request.minScore ?? this.settings.minScore ?? 0;
     const results = candidates.filter((hit) => hit.score >= minScore).slice(0, topK);
@@ -322,13 +324,13 @@ export class SearchService {
       const outcome = await Promise.race([queryEmbedding(this.embedder, query, controller.signal), timeout]);
       if (outcome !== 'timeout') return { vector: outcome };
       controller.abort();
-      searchFallbacks.inc({ reason: 'embedding_timeout' });
+      this.metrics?.searchFallbacks.inc({ reason: 'embedding_timeout' });
       return {
         vector: undefined,
         fallback: { mode: 'bm25', reason: 'embedding_timeout', message: `the query embedding took longer than ${timeoutMs} ms; ranked by BM25 alone` },
       };
     } catch (error) {
-      searchFallbacks.inc({ reason: 'embedding_error' });
+      this.metrics?.searchFallbacks.inc({ reason: 'embedding_error' });
       const reason = error instanceof Error ? error.message : String(error);
       return {
         vector: undefined,

@@ -1,7 +1,7 @@
-import { metrics } from '../../src/metrics.js';
+import type { Metrics } from '../../src/metrics.js';
 
-/** The current value of a counter's series with these labels (0 when that series was never touched). */
-export async function counter(name: string, labels: Record<string, string>): Promise<number> {
-  const metric = await metrics.getSingleMetric(name)?.get();
+/** The current value of a counter's series with these labels in one router's registry (0 when never touched). */
+export async function counter(api: { router: { metrics: Metrics } }, name: string, labels: Record<string, string>): Promise<number> {
+  const metric = await api.router.metrics.registry.getSingleMetric(name)?.get();
   return metric?.values.find((entry) => Object.entries(labels).every(([key, wanted]) => entry.labels[key] === wanted))?.value ?? 0;
 }

@@ -1,6 +1,5 @@
 import type { Redis } from 'ioredis';
 import { Router } from 'express';
-import { metrics } from '../../metrics.js';
 import type { AppDependencies } from '../app.js';
 
 /** A probe must answer well inside a load balancer's timeout, even when Redis hangs rather than refuses. */
@@ -11,13 +10,13 @@ interface Check {
   detail?: string;
 }
 
-export function healthRoutes({ indexes, redis, indexGraceMs }: Pick<AppDependencies, 'indexes' | 'redis' | 'indexGraceMs'>): Router {
+export function healthRoutes({ indexes, redis, indexGraceMs, metrics }: Pick<AppDependencies, 'indexes' | 'redis' | 'indexGraceMs' | 'metrics'>): Router {
   const router = Router();
   const grace = indexGraceMs ?? 300_000;
   /** Since when the live index has not been built for the current catalog (per catalog hash). */
   let behind: { catalogHash: string; since: number } | undefined;
   router.get('/metrics', async (_req, res) => {
-    res.type(metrics.contentType).send(await metrics.metrics());
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   router.get('/health', (_req, res) => {
     res.json({ status: 'ok' });

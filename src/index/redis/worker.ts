@@ -1,7 +1,7 @@
 import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { createEmbedder, type EmbedderOptions } from '../../embedding/embedder.js';
-import { indexArtifactBytes, indexBuildDuration, indexBuilds, indexTexts } from '../../metrics.js';
+import type { Metrics } from '../../metrics.js';
 import { connectRedis, type RedisKeys } from '../../redis.js';
 import type { HnswSettings, LexicalSettings, QueueSettings } from '../settings.js';
 import { ArtifactStore } from './artifact-store.js';
@@ -17,6 +17,8 @@ export interface IndexWorkerOptions {
   lexical: LexicalSettings;
   hnsw: HnswSettings;
   queue: Pick<QueueSettings, 'retention' | 'lockDurationMs' | 'stalledIntervalMs'>;
+  /** The worker process's metrics (builds by outcome, durations, artifact size); without it nothing is counted. */
+  metrics?: Metrics;
 }
 
 export interface IndexWorker {
@@ -45,7 +47,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
       log.info({ jobId: job.id, catalogHash: job.data.catalogHash, version: job.data.version, attempt: job.attemptsMade + 1 }, 'index build started');
       const result = await runBuildJob(job.data, deps);
       log.info({ jobId: job.id, ...result }, 'index build finished');
-      recordBuild(result);
+      if (options.metrics) recordBuild(options.metrics, result);
       return result;
     },
     {
@@ -59,7 +61,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1);
     log.error({ jobId: job.id, err: error, attempt: job.attemptsMade, final }, 'index build failed');
-    indexBuilds.inc({ outcome: 'failed' });
+    options.metrics?.indexBuilds.inc({ outcome: 'failed' });
     const store = new ArtifactStore(redis, keys, job.data.model);
     void store
       .publish({ type: 'failed', hash: job.data.catalogHash, error: error.message, final })
@@ -76,7 +78,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
   };
 }
 
-function recordBuild(result: BuildJobResult): void {
+function recordBuild({ indexBuilds, indexBuildDuration, indexTexts, indexArtifactBytes }: Metrics, result: BuildJobResult): void {
   indexBuilds.inc({ outcome: result.outcome });
   if (result.outcome !== 'built') return;
   indexBuildDuration.observe(result.durationMs / 1000);
