@@ -13,6 +13,11 @@ export default tseslint.config(
     },
   },
   {
+    // .dependency-cruiser.cjs: dependency-cruiser loads its configuration as CommonJS.
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } },
+  },
+  {
     // Tests read untyped JSON response bodies; typing each one would only restate the assertions.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -1,0 +1,147 @@
+/**
+ * The layering rule, run by `npm run lint` (dependency-cruiser over src/ and workers/).
+ *
+ * Data flows one way: catalog → index → search → faces, with the configuration assembled at the top and each module
+ * handed its own slice. A module may import its own layer and the layers below it, never one above; and no import
+ * cycle is allowed anywhere. Layers, bottom first (derived from what the code imports, see README "Layout"):
+ *
+ *   0 shared      src/redis.ts, redis-generation.ts, log.ts, metrics.ts, shutdown.ts, errors.ts: plumbing any layer uses
+ *   1 catalog     src/catalog: tools, sources, snapshots, schema checks
+ *   2 embedding   src/embedding: text → vectors (local model, OpenAI-compatible server)
+ *   3 index       src/index: catalog snapshots → BM25 + vector indexes, the in-process and Redis/BullMQ pipelines
+ *   4 search      src/search: ranking and fusion over the live index (SearchService), fusion defaults
+ *   5 services    src/feedback (learning from usage; feeds search through the FeedbackSignal seam search defines),
+ *                 src/auth (keys, rate limits)
+ *   6 eval        src/eval: retrieval quality and tuning over labelled queries
+ *   7 faces       src/http (REST API), src/chat (OpenAI-compatible proxy), src/mcp (MCP gateway), src/console
+ *   8 assembly    src/config, src/cli, src/cli.ts, src/server.ts, src/index.ts, src/package-root.ts, workers/
+ *
+ * Faces do not import each other except through the explicit seams below (the HTTP plumbing every face mounts on).
+ * src/package-root.ts (where the package is installed: models dir, console files, version) is read at the top only;
+ * lower modules get paths handed in.
+ *
+ * KNOWN_EXCEPTIONS are violations that exist today in files other work is moving; each is allowed for exactly that
+ * pair of files. TODO(lead): delete each entry once its move is merged; the rule then holds without it.
+ */
+
+/** @type {{ name: string, path: string }[]} bottom first; `path` is a regular expression on the file path. */
+const LAYERS = [
+  { name: 'shared', path: '^src/(redis|redis-generation|log|metrics|shutdown|errors)\\.ts$' },
+  { name: 'catalog', path: '^src/catalog/' },
+  { name: 'embedding', path: '^src/embedding/' },
+  { name: 'index', path: '^src/index/' },
+  { name: 'search', path: '^src/search/' },
+  { name: 'services', path: '^src/(feedback|auth)/' },
+  { name: 'eval', path: '^src/eval/' },
+  { name: 'faces', path: '^src/(http|chat|mcp|console)/' },
+  { name: 'assembly', path: '^(src/(config|cli)/|src/(cli|server|index|package-root)\\.ts$|workers/)' },
+];
+
+/** The faces, each of which may use the others only through SEAMS. */
+const FACES = [
+  { name: 'http', path: '^src/http/' },
+  { name: 'chat', path: '^src/chat/' },
+  { name: 'mcp', path: '^src/mcp/' },
+];
+
+/** HTTP plumbing every face mounts on: key checks and access (auth.ts), error shapes, body-depth checks, request logs. */
+const SEAMS = '^src/http/(auth|errors|json-depth|request-log)\\.ts$';
+
+/** `from` → `to`, exact files. */
+const KNOWN_EXCEPTIONS = [
+  // TODO(mcp24, issue 17): chat and MCP session capture move into their faces; feedback/ then knows nothing of chat.
+  { from: '^src/feedback/capture\\.ts$', to: '^src/chat/(query|request|tool-request)\\.ts$' },
+  // TODO(mcp24, issue 17): the LiteLLM-compatible /mcp-rest routes belong to the MCP face (move to src/mcp/).
+  { from: '^src/http/routes/mcp-rest\\.ts$', to: '^src/mcp/(gateway|upstream)\\.ts$' },
+  { from: '^src/mcp/index\\.ts$', to: '^src/http/routes/mcp-rest\\.ts$' },
+  // TODO(mcp24, issue 17): stdio needs the gateway and logger, not the whole Toolrouter type from the assembly.
+  { from: '^src/mcp/stdio\\.ts$', to: '^src/server\\.ts$' },
+  // TODO(mcp24, issue 17): the MCP implementation version is handed in by the assembly instead of read here.
+  { from: '^src/mcp/version\\.ts$', to: '^src/package-root\\.ts$' },
+];
+
+const any = (paths) => (paths.length === 0 ? '^$' : paths.map((p) => `(${p})`).join('|'));
+
+/**
+ * A rule per (source, forbidden targets). Files with a known exception get the same rule minus exactly that target,
+ * so an exception never widens into a general pass.
+ */
+function forbid(name, comment, fromPath, toPath) {
+  const excepted = KNOWN_EXCEPTIONS.filter((e) => new RegExp(fromPath).test(e.from.replace(/^\^|\\|\$$/g, '')));
+  const rules = [
+    {
+      name,
+      comment,
+      severity: 'error',
+      from: { path: fromPath, pathNot: any(excepted.map((e) => e.from)) },
+      to: { path: toPath },
+    },
+  ];
+  for (const exception of excepted) {
+    const others = KNOWN_EXCEPTIONS.filter((e) => e.from === exception.from).map((e) => e.to);
+    rules.push({
+      name,
+      comment: `${comment} (known exceptions of this file excepted; see KNOWN_EXCEPTIONS)`,
+      severity: 'error',
+      from: { path: exception.from },
+      to: { path: toPath, pathNot: any(others) },
+    });
+  }
+  return rules;
+}
+
+const layerRules = LAYERS.slice(0, -1).flatMap((layer, i) =>
+  forbid(
+    `layer-${layer.name}-imports-upward`,
+    `${layer.name} (layer ${i}) may import only its own layer and those below: ${LAYERS.slice(0, i + 1).map((l) => l.name).join(', ')}`,
+    layer.path,
+    any(LAYERS.slice(i + 1).map((l) => l.path)),
+  ),
+);
+
+const faceRules = FACES.flatMap((face) =>
+  forbid(
+    `face-${face.name}-imports-another-face`,
+    `the ${face.name} face may use other faces only through the shared HTTP seams (${SEAMS})`,
+    face.path,
+    `(${any(FACES.filter((f) => f !== face).map((f) => f.path))})`,
+  ).map((rule) => ({ ...rule, to: { ...rule.to, pathNot: any([SEAMS, ...(rule.to.pathNot ? [rule.to.pathNot] : [])]) } })),
+);
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'An import cycle hides which module is the lower one; break it with a narrow interface at the seam.',
+      severity: 'error',
+      from: { path: '^(src|workers)/' },
+      // A cycle closed only by a type import (routes reading the app's dependency type, a provider implementing the
+      // interface of the module that picks it) is erased at compile time and loads in any order; it is allowed.
+      to: { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } },
+    },
+    {
+      name: 'package-root-only-at-the-top',
+      comment: 'Where the package is installed is read by the assembly only; lower modules get paths handed in.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: any([LAYERS.at(-1).path, ...KNOWN_EXCEPTIONS.filter((e) => e.to === '^src/package-root\\.ts$').map((e) => e.from)]) },
+      to: { path: '^src/package-root\\.ts$' },
+    },
+    {
+      name: 'not-in-a-layer',
+      comment: 'Every source file belongs to a layer: add a new top-level file or folder to LAYERS.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: any(LAYERS.map((l) => l.path)) },
+      to: {},
+    },
+    ...layerRules,
+    ...faceRules,
+  ],
+  options: {
+    includeOnly: '^(src|workers)/',
+    tsConfig: { fileName: 'tsconfig.json' },
+    // Type-only imports count: a type from a higher layer ties the lower one to it as much as a value does.
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: 'node_modules' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+  },
+};
