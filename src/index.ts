@@ -23,4 +23,5 @@ export { Catalog, CatalogConflictError, type CatalogEntry } from './catalog/cata
 export type { CatalogTool, JsonSchemaObject, Tool, ToolAnnotations } from './catalog/types.js';
 export { createEmbedder, OFFLINE_MODEL_ID, type Embedder, type EmbedderOptions } from './embedding/embedder.js';
 export type { IndexManager, IndexState, IndexStatus } from './index/manager.js';
+export { Metrics } from './metrics.js';
 export { gracefulShutdown } from './shutdown.js';

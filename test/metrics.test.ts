@@ -64,3 +64,26 @@ describe('GET /metrics', () => {
     assert.ok(sample(now, 'toolrouter_process_resident_memory_bytes') > 0, 'default process metrics are exported');
   });
 });
+
+describe('a metrics registry per router', () => {
+  it('counts each router in its own registry, so two routers in one process do not see each other', async () => {
+    const first = await startRouter();
+    const second = await startRouter();
+    try {
+      await first.request('PUT', '/v1/catalog/sources/fixture', { tools: fixtureTools() });
+      await first.indexed();
+      const scrape = async (api: RunningRouter) => (await fetch(`${api.url}/metrics`)).text();
+      const searches = (text: string) => sample(text, 'toolrouter_search_duration_seconds_count', { mode: 'bm25' });
+      await first.post('/v1/tools/search', { query: 'send an email', mode: 'bm25' });
+      await first.post('/v1/tools/search', { query: 'weather tomorrow', mode: 'bm25' });
+      assert.equal(searches(await scrape(first)), 2);
+      assert.equal(searches(await scrape(second)), 0, "the second router's /metrics shows none of the first's searches");
+      assert.equal(sample(await scrape(second), 'toolrouter_index_tools'), 0);
+      assert.equal(sample(await scrape(first), 'toolrouter_index_tools'), fixtureTools().length);
+      assert.notEqual(first.router.metrics.registry, second.router.metrics.registry);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+});
