@@ -19,3 +19,7 @@ export const feedbackSettingsSchema = z
   .prefault({}) satisfies z.ZodType<FeedbackSettings>;
 
 export type { FeedbackSettings };
+
+/** Compile-time check that the schema yields exactly `FeedbackSettings`: no field missing, none extra. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const _feedbackIsFeedbackSettings: Same<z.output<typeof feedbackSettingsSchema>, FeedbackSettings> = true;

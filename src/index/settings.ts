@@ -80,3 +80,8 @@ export const workerSettingsSchema = z
 export type QueueSettings = z.infer<typeof queueSettingsSchema>;
 export type WorkerSettings = z.infer<typeof workerSettingsSchema>;
 export type { LexicalSettings, HnswSettings };
+
+/** Compile-time check that each schema yields exactly the index's own settings type: no field missing, none extra. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const _lexicalIsLexicalSettings: Same<z.output<typeof lexicalSettingsSchema>, LexicalSettings> = true;
+const _hnswIsHnswSettings: Same<z.output<typeof hnswSettingsSchema>, HnswSettings> = true;
