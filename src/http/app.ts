@@ -86,6 +86,6 @@ export function createApp(deps: AppDependencies): Express {
   app.use(consoleRoutes());
   for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
-  app.use(errorHandler(deps.log));
+  app.use(errorHandler(deps.log, deps.proxy));
   return app;
 }
