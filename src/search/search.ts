@@ -1,6 +1,7 @@
 import type { Catalog, CatalogEntry, CatalogSnapshot } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
+import { ToolrouterError } from '../errors.js';
 import { LabelSet } from '../index/label-set.js';
 import type { ScoredName } from '../index/lexical.js';
 import type { IndexManager } from '../index/manager.js';
@@ -18,7 +19,6 @@ import {
   type FusionWeights,
 } from './fusion.js';
 import { DEFAULT_RERANK_SETTINGS, rerankCandidates, type Reranker, type RerankSettings } from './rerank.js';
-import { ToolrouterError } from '../errors.js';
 
 export const SEARCH_MODES = ['hybrid', 'bm25', 'vector', 'regex'] as const;
 export type SearchMode = (typeof SEARCH_MODES)[number];
@@ -128,12 +128,6 @@ export interface SearchResponse {
   index: { hash: string | null; model: string | null };
   /** Present when the embeddings provider failed or timed out and the answer is BM25's. */
   fallback?: SearchFallback;
-}
-
-/** The index's nearest tools to the query's embedding; none for a query of only unknown words. */
-export async function semanticCandidates(index: SearchIndex, embedder: Embedder, query: string, limit: number): Promise<ScoredName[]> {
-  const vector = await queryEmbedding(embedder, query);
-  return vector ? index.vectors.search(vector, limit) : [];
 }
 
 /** The query's embedding; undefined for a query of only unknown words, which says nothing about similarity. */
@@ -249,9 +243,8 @@ export class SearchService {
       return { results: this.regex(query, topK, visible), index };
     }
     const { live, accept, filter } = this.ranking(request);
-    const weights = { ...this.settings.weights, ...request.weights };
-    const use = this.signalsUsed(mode, weights);
-    const need = { lexical: use.lexical, vector: use.vector, feedback: use.feedback };
+    // Only the signals these weights use are retrieved: a search pays for no embedding its ranking ignores.
+    const need = this.signalsUsed(mode, { ...this.settings.weights, ...request.weights });
     const signals = await this.retrieve(live, query, need, filter, request);
     const { ranked, fallback } = this.fuseSignals(signals, mode, request);
     return this.finish(live, query, ranked, fallback, request, accept);
