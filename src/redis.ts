@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { ToolrouterError } from './errors.js';
 
 /**
  * Every Redis key and channel toolrouter uses, under one prefix so several deployments (or test runs) can share a
@@ -86,11 +87,11 @@ export class RedisKeys {
 }
 
 /** Redis could not be reached: the request failed, and nothing was changed. */
-export class RedisUnavailableError extends Error {
+export class RedisUnavailableError extends ToolrouterError {
   override readonly name = 'RedisUnavailableError';
 
   constructor(action: string, cause: unknown) {
-    super(`Redis is unavailable, so ${action} failed and nothing was changed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super('redis_unavailable', `Redis is unavailable, so ${action} failed and nothing was changed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
   }
 }
 

@@ -5,6 +5,7 @@ import { Auth } from './auth/auth.js';
 import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
 import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
+import { sendOpenAiError } from './chat/errors.js';
 import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
 import type { Config } from './config/config.js';
@@ -130,7 +131,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     indexGraceMs: config.ready.indexGraceMs,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
-    proxy: { isProxyPath, requireKey: config.chat.requireKey },
+    proxy: { isProxyPath, requireKey: config.chat.requireKey, sendError: sendOpenAiError },
     tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults },
     redis,
     auth,

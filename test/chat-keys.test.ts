@@ -184,6 +184,32 @@ describe('proxy keys and the openai client', () => {
       assert.ok(Number(last!.headers.get('retry-after')) >= 1);
       assert.equal(llm.received.length, 0);
     });
+
+    it('answers errors raised before any route in the shape of the face the path belongs to', async () => {
+      // No key at all on the proxy: missing, in OpenAI's shape; the same on toolrouter's own route: its REST shape.
+      const missing = await postJson(`${api.url}/v1/chat/completions`, { model: 'm', messages });
+      assert.equal(missing.status, 401);
+      assertOpenAiError(missing.json, 'missing_api_key');
+      const ownMissing = await call(api.url, 'POST', '/v1/tools/search', { body: { query: 'email' } });
+      assert.equal(ownMissing.status, 401);
+      assert.deepEqual(Object.keys(ownMissing.body.error).sort(), ['code', 'message']);
+      assert.equal(ownMissing.body.error.code, 'unauthorized');
+
+      // Body parsing and JSON depth run before the routes too: OpenAI's shape on a passed-through path, REST's on ours.
+      const headers = { 'content-type': 'application/json', 'x-toolrouter-key': ADMIN_KEY };
+      const malformed = await fetch(`${api.url}/v1/embeddings`, { method: 'POST', headers, body: '{"input": ' });
+      assert.equal(malformed.status, 400);
+      assertOpenAiError(await malformed.json(), 'invalid_json');
+      const deep = await fetch(`${api.url}/v1/embeddings`, { method: 'POST', headers, body: '['.repeat(200) + ']'.repeat(200) });
+      assert.equal(deep.status, 400);
+      assertOpenAiError(await deep.json(), 'json_too_deep');
+      const ownMalformed = await fetch(`${api.url}/v1/tools/search`, { method: 'POST', headers, body: '{"query": ' });
+      assert.equal(ownMalformed.status, 400);
+      const ownBody = (await ownMalformed.json()) as { error: Record<string, unknown> };
+      assert.deepEqual(Object.keys(ownBody.error).sort(), ['code', 'message']);
+      assert.equal(ownBody.error.code, 'invalid_json');
+      assert.equal(llm.received.length, 0);
+    });
   });
 
   describe('restricted keys', () => {

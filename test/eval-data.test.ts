@@ -76,10 +76,18 @@ describe('parseCsv', () => {
     ]);
   });
 
-  test('Python-csv leniencies: stray quote in unquoted field, text after closing quote', () => {
+  test('leniencies: a stray quote in an unquoted field and text after a closing quote are kept as written', () => {
     assert.deepEqual(parseCsv('ab"c,d\n"x"y,z\n'), [
       ['ab"c', 'd'],
-      ['xy', 'z'],
+      ['"x"y', 'z'],
+    ]);
+  });
+
+  test('one quoted field holding a comma, a newline and a doubled quote together', () => {
+    assert.deepEqual(parseCsv('Query,Tool\n"a, ""b""\nc",T\nnext,U\n'), [
+      ['Query', 'Tool'],
+      ['a, "b"\nc', 'T'],
+      ['next', 'U'],
     ]);
   });
 
@@ -87,6 +95,12 @@ describe('parseCsv', () => {
     assert.throws(() => parseCsv('a,b\n1,2\n"open,3\nmore'), (error: unknown) => {
       assert.ok(error instanceof CsvError);
       assert.match(error.message, /line 3/);
+      return true;
+    });
+    // Blank lines before the unfinished record, and a multi-line record before it, still count.
+    assert.throws(() => parseCsv('a,b\r\n"x\ny",2\n\n\n3,"open'), (error: unknown) => {
+      assert.ok(error instanceof CsvError);
+      assert.match(error.message, /line 6/);
       return true;
     });
   });

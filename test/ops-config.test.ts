@@ -195,7 +195,7 @@ describe('toolrouter config check', () => {
     const config = loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0.7 } }\n') });
     assert.deepEqual(config.search.weights, { bm25: 0.7, vector: 0.45 });
     assert.deepEqual(loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { vector: 0.2 } }\n') }).search.weights, { bm25: 0.55, vector: 0.2 });
-    assert.throws(() => loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0, vector: 0 } }\n') }), /search\.weights: at least one weight must be positive/);
+    assert.throws(() => loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0, vector: 0 } }\n') }), /search\.weights: at least one of bm25 and vector must be positive/);
   });
 });
 

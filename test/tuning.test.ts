@@ -207,6 +207,51 @@ describe('tuning API: POST /v1/eval and /v1/search/settings', () => {
   });
 });
 
+describe('tuning ranks what /v1/tools/search returns', () => {
+  // Tools that answer fixture queries: pinned, they are listed directly and never spent on a search slot, so a grid
+  // that re-fused candidates without leaving them out would score rankings no search returns.
+  const PINNED = ['fs__read_file', 'github__create_issue', 'slack__post_message'];
+  let api: RunningRouter;
+
+  before(async () => {
+    api = await startRouter({ search: { pinned: PINNED } });
+    const put = await api.request('PUT', '/v1/catalog/sources/fixture', { tools: fixtureTools() });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    await api.indexed();
+  });
+  after(() => api.close());
+
+  it('every grid row scores exactly the rankings searches with its weights and fusion get, pinned tools left out', async () => {
+    const queries = fixtureQueries();
+    assert.ok(
+      queries.filter((labelled) => labelled.expected.some((name) => PINNED.includes(name))).length >= 3,
+      'pinned tools must be answers of some queries for this test to mean anything',
+    );
+    const response = await api.post('/v1/eval', { queries, grid: { steps: 2 } });
+    assert.equal(response.status, 200, JSON.stringify(response.body));
+    assert.equal(response.body.rows.length, 2 * 3);
+    for (const row of response.body.rows) {
+      const searched = await evaluate(async (query) => {
+        const found = await api.post('/v1/tools/search', { query, mode: 'hybrid', top_k: RANKED_DEPTH, weights: row.weights, fusion: row.fusion });
+        assert.equal(found.status, 200, JSON.stringify(found.body));
+        const names = found.body.results.map((hit: any) => hit.name as string);
+        assert.ok(!names.some((name: string) => PINNED.includes(name)), 'searches never return pinned tools');
+        return names;
+      }, queries);
+      const { n, recallAt1, recallAt5, mrr } = searched;
+      assert.deepEqual({ n: row.n, recallAt1: row.recallAt1, recallAt5: row.recallAt5, mrr: row.mrr }, { n, recallAt1, recallAt5, mrr }, JSON.stringify(row));
+    }
+
+    // Without pinning the same grid scores differently: leaving pinned tools out is what the rows above measured.
+    const unpinned = await createEngine(fixtureTools(), { config: loadConfig({}), embedder: api.router.embedder });
+    const grid = await tune(unpinned, queries, { steps: 2 });
+    assert.notDeepEqual(
+      grid.rows.map((row) => row.mrr),
+      response.body.rows.map((row: any) => row.mrr),
+    );
+  });
+});
+
 describe('search settings shared through Redis', () => {
   const prefix = `trtest-${randomUUID().slice(0, 8)}`;
   const settings = { redisUrl: REDIS_URL, queue: { prefix } };

@@ -2,6 +2,7 @@ import { Access } from './access.js';
 import type { KeyStore } from './key-store.js';
 import { hashSecret, sameSecret, SECRET_PREFIX } from './keys.js';
 import { RateLimitedError, type RateLimits } from './rate-limit.js';
+import { ToolrouterError } from '../errors.js';
 
 export interface AuthSettings {
   /** Unset: the service is open (and listens on loopback only); presented virtual keys still narrow what a caller sees. */
@@ -13,8 +14,12 @@ export interface AuthSettings {
 }
 
 /** The request carried no usable credential, or a wrong, deleted or expired one. */
-export class UnauthorizedError extends Error {
+export class UnauthorizedError extends ToolrouterError {
   override readonly name = 'UnauthorizedError';
+  /** `missing`: no credential came; `invalid`: a wrong, deleted or expired one did. */
+  constructor(message: string, reason: 'missing' | 'invalid') {
+    super('unauthorized', message, { reason });
+  }
 }
 
 /** A credential as presented: where it came from matters, because an Authorization header may be meant for the LLM. */
@@ -68,7 +73,7 @@ export class Auth {
     if (credential === undefined) {
       if (this.open) return Access.open;
       if (anonymous) return Access.anonymous;
-      throw new UnauthorizedError('missing API key: send "Authorization: Bearer <key>" or "x-toolrouter-key: <key>"');
+      throw new UnauthorizedError('missing API key: send "Authorization: Bearer <key>" or "x-toolrouter-key: <key>"', 'missing');
     }
     const failures = this.settings.authFailuresPerIpPerMinute;
     if (failures > 0) await this.limits.check('auth-failure', clientAddress, failures);
@@ -92,9 +97,9 @@ export class Auth {
 
   private async verify(secret: string): Promise<Access> {
     const record = await this.store.bySecretHash(hashSecret(secret));
-    if (!record) throw new UnauthorizedError('invalid API key');
+    if (!record) throw new UnauthorizedError('invalid API key', 'invalid');
     if (record.expiresAt !== undefined && record.expiresAt <= Date.now()) {
-      throw new UnauthorizedError(`API key ${record.keyId} expired at ${new Date(record.expiresAt).toISOString()}`);
+      throw new UnauthorizedError(`API key ${record.keyId} expired at ${new Date(record.expiresAt).toISOString()}`, 'invalid');
     }
     return Access.forKey(record);
   }

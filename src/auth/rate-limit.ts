@@ -1,14 +1,15 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RedisUnavailableError, type RedisGate, type RedisKeys } from '../redis.js';
+import { ToolrouterError } from '../errors.js';
 
 /** A limit was hit; the caller may retry after `retryAfterMs`. */
-export class RateLimitedError extends Error {
+export class RateLimitedError extends ToolrouterError {
   override readonly name = 'RateLimitedError';
   constructor(
     message: string,
     readonly retryAfterMs: number,
   ) {
-    super(message);
+    super('rate_limited', message, { retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) });
   }
 }
 

@@ -4,6 +4,7 @@ import { canonicalText, searchableText, type SearchableText } from './text.js';
 import type { CatalogTool, Tool } from './types.js';
 import type { SchemaLimits } from './schema-limits.js';
 import { SOURCE_NAME_PATTERN, validateTools } from './validate.js';
+import { ToolrouterError } from '../errors.js';
 
 /** A catalog tool with its derived text, computed once when the tool enters the catalog. */
 export interface CatalogEntry extends CatalogTool {
@@ -19,12 +20,18 @@ export interface CatalogSnapshot {
   entries: readonly CatalogEntry[];
 }
 
-export class CatalogConflictError extends Error {
+export class CatalogConflictError extends ToolrouterError {
   override readonly name = 'CatalogConflictError';
+  constructor(message: string) {
+    super('conflict', message);
+  }
 }
 
-export class CatalogSourceError extends Error {
+export class CatalogSourceError extends ToolrouterError {
   override readonly name = 'CatalogSourceError';
+  constructor(message: string) {
+    super('invalid_request', message);
+  }
 }
 
 export interface CatalogOptions {

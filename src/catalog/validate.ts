@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { schemaProblem } from './json-schema.js';
 import { DEFAULT_SCHEMA_LIMITS, schemaLimitProblem, type SchemaLimits } from './schema-limits.js';
 import type { Tool } from './types.js';
+import { ToolrouterError } from '../errors.js';
 
 /**
  * MCP tool names: 1–128 characters of ASCII letters, digits, `_`, `-` and `.` (the MCP specification's tool-name
@@ -42,8 +43,11 @@ function toolSchemaFor(limits: SchemaLimits | null) {
 const UNBOUNDED: SchemaLimits = { depth: Infinity, bytes: Infinity, arrayItems: Infinity, objectKeys: Infinity, patternLength: Infinity };
 const toolSchemas = new Map<SchemaLimits | null, ReturnType<typeof toolSchemaFor>>();
 
-export class ToolValidationError extends Error {
+export class ToolValidationError extends ToolrouterError {
   override readonly name = 'ToolValidationError';
+  constructor(message: string) {
+    super('invalid_request', message);
+  }
 }
 
 /**

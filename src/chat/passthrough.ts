@@ -1,18 +1,54 @@
-import express, { Router, type Request } from 'express';
+import express, { Router, type Application, type Request } from 'express';
 import type { Logger } from 'pino';
 import { openAiErrorHandler } from './errors.js';
 import { forwardRequest } from './proxy.js';
+import { CHAT_COMPLETIONS_PATH, RESPONSES_PATH } from './routes.js';
 
 /**
- * First path segments under /v1 that are toolrouter's own REST API (`/v1/tools/search`, `/v1/catalog`, ...). Everything
- * else under /v1 that toolrouter does not serve belongs to the upstream LLM's API (`/v1/models`, `/v1/embeddings`, ...).
+ * Routes the chat face serves that are OpenAI's API (their errors are OpenAI-shaped), not toolrouter's own, though
+ * toolrouter answers them.
  */
-export const OWN_V1_SEGMENTS: ReadonlySet<string> = new Set(['tools', 'catalog', 'index', 'mcp', 'search', 'eval', 'feedback', 'keys', 'key']);
+const OPENAI_ROUTES: ReadonlySet<string> = new Set([CHAT_COMPLETIONS_PATH, RESPONSES_PATH]);
+
+/** The app's own first /v1 segments, read from its route table on first use (every router is mounted by then). */
+const ownSegmentsByApp = new WeakMap<object, ReadonlySet<string>>();
+
+/**
+ * First path segments under /v1 that are toolrouter's own REST API (`/v1/tools/search`, `/v1/catalog`, ...): those of
+ * the routes mounted in `app`, so a route added anywhere is never passed upstream and nothing needs listing by hand.
+ * Everything else under /v1 belongs to the upstream LLM's API (`/v1/models`, `/v1/embeddings`, ...).
+ */
+export function ownV1Segments(app: Application): ReadonlySet<string> {
+  let segments = ownSegmentsByApp.get(app);
+  if (!segments) {
+    const own = new Set<string>();
+    for (const path of routePaths((app as unknown as { router: { stack: Layer[] } }).router.stack)) {
+      const segment = /^\/v1\/([^/]+)/.exec(path)?.[1];
+      if (segment !== undefined && !OPENAI_ROUTES.has(path)) own.add(segment);
+    }
+    segments = own;
+    ownSegmentsByApp.set(app, segments);
+  }
+  return segments;
+}
+
+/** Express's route table as it stands: a layer is a route, or a router with its own stack. */
+interface Layer {
+  route?: { path: string | string[] };
+  handle?: { stack?: Layer[] };
+}
+
+function routePaths(stack: readonly Layer[]): string[] {
+  return stack.flatMap((layer) => {
+    if (layer.route) return Array.isArray(layer.route.path) ? layer.route.path : [layer.route.path];
+    return layer.handle?.stack ? routePaths(layer.handle.stack) : [];
+  });
+}
 
 /** Paths of the OpenAI-compatible face: the two rewritten routes and whatever is passed through to the upstream. */
-export function isProxyPath(path: string): boolean {
+export function isProxyPath(path: string, app: Application): boolean {
   const segment = /^\/v1\/([^/]+)/.exec(path)?.[1];
-  return segment !== undefined && !OWN_V1_SEGMENTS.has(segment);
+  return segment !== undefined && !ownV1Segments(app).has(segment);
 }
 
 export interface PassthroughSettings {
@@ -31,10 +67,10 @@ export function passthroughRoutes(settings: PassthroughSettings, log: Logger): R
   const router = Router();
   const raw = express.raw({ type: () => true, limit: settings.bodyLimit });
   // Read raw, to forward the very bytes; a JSON body the app's parser already read is forwarded re-serialised.
-  router.use((req, res, next) => (isProxyPath(req.path) ? raw(req, res, next) : next()));
+  router.use((req, res, next) => (isProxyPath(req.path, req.app) ? raw(req, res, next) : next()));
   router.use(async (req, res, next) => {
     // Without an upstream there is nothing to pass to: unknown paths get toolrouter's own 404.
-    if (!isProxyPath(req.path) || !settings.upstreamUrl) return next();
+    if (!isProxyPath(req.path, req.app) || !settings.upstreamUrl) return next();
     const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : requestBytes(req);
     await forwardRequest(req, res, body, { url: settings.upstreamUrl, api: 'passthrough', key: settings.upstreamKey, timeoutMs: settings.timeoutMs }, log);
   });

@@ -1,12 +1,12 @@
-import { Catalog, sha256 } from '../catalog/catalog.js';
+import { sha256, type Catalog } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { MemoryEmbeddingCache } from '../index/embedding-cache.js';
 import type { LexicalSettings } from '../index/lexical.js';
-import { IndexManager } from '../index/manager.js';
-import { buildSearchIndex } from '../index/search-index.js';
+import type { IndexManager } from '../index/manager.js';
 import type { HnswSettings } from '../index/vector.js';
 import type { Metrics } from '../metrics.js';
 import type { RequestTool } from './request.js';
+import { createFixedSearch } from '../search/fixed.js';
 import { toolTokens } from '../search/tokens.js';
 import { indexableTool } from './tools.js';
 
@@ -76,17 +76,10 @@ export class ToolIndexCache {
   }
 
   private async build(tools: readonly FunctionTool[]): Promise<ToolIndex> {
-    const catalog = new Catalog();
-    catalog.setSource('request', tools.map((tool) => indexableTool(tool.function)));
-    const snapshot = catalog.snapshot();
-    const { index } = await buildSearchIndex(snapshot, {
-      embedder: this.options.embedder,
-      cache: this.embeddings,
-      lexical: this.options.lexical,
-      hnsw: this.options.hnsw,
-    });
-    const indexes = new IndexManager(snapshot);
-    indexes.install(index, 0);
+    const { catalog, indexes } = await createFixedSearch(
+      tools.map((tool) => indexableTool(tool.function)),
+      { embedder: this.options.embedder, cache: this.embeddings, lexical: this.options.lexical, hnsw: this.options.hnsw, source: 'request' },
+    );
     return { catalog, indexes, tokens: tools.map((tool) => toolTokens(tool.definition)) };
   }
 }

@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
+import { CsvError as CsvParseError, parse as parseCsvSync } from 'csv-parse/sync';
 import type { JsonSchemaObject, LabelledQuery, Tool, ToolAnnotations } from '../catalog/types.js';
 
 /** The MCP tool-name rule (1–128 of `A-Za-z0-9_.-`). */
@@ -22,78 +23,46 @@ export class CsvError extends Error {
   override readonly name = 'CsvError';
 }
 
+/** Line breaks as the datasets use them (written on Windows, macOS and Linux): CRLF, LF or a lone CR. */
+const LINE_BREAK = /\r\n|\n|\r/g;
+
 /**
- * RFC 4180 CSV: comma-separated, records end in CRLF, LF or CR, fields may be quoted with `"` and a quoted field may
- * hold commas, newlines and doubled quotes. Two deliberate leniencies match Python's `csv` module, which wrote the
- * datasets: a `"` inside an unquoted field is literal, and text after a closing quote is appended to the field. A
- * leading BOM is dropped and blank lines are skipped (they carry no record). An unterminated quote is an error,
- * because silently swallowing the rest of the file would hide a corrupt dataset.
+ * RFC 4180 CSV (csv-parse): comma-separated, records end in CRLF, LF or CR, fields may be quoted with `"` and a quoted
+ * field may hold commas, newlines and doubled quotes. Leniencies for files written by hand or by Python's `csv` module:
+ * a `"` inside an unquoted field is literal, and so is a quoted field with text after its closing quote (`"x"y` is
+ * read as it stands); records may differ in length. A leading BOM is dropped and blank lines are skipped (they carry
+ * no record). An unterminated quote is an error, because silently swallowing the rest of the file would hide a
+ * corrupt dataset.
  */
 export function parseCsv(text: string): string[][] {
-  const records: string[][] = [];
-  let record: string[] = [];
-  let field = '';
-  let inQuotes = false;
-  let quoteStartLine = 0;
-  let line = 1;
-  // Whether the current record has seen any character; a blank line must not become a [""] record.
-  let recordStarted = false;
-  let i = text.charCodeAt(0) === 0xfeff ? 1 : 0;
-  const n = text.length;
-
-  const endRecord = (): void => {
-    record.push(field);
-    records.push(record);
-    record = [];
-    field = '';
-    recordStarted = false;
-  };
-
-  while (i < n) {
-    const c = text[i]!;
-    if (inQuotes) {
-      if (c === '"') {
-        if (text[i + 1] === '"') {
-          field += '"';
-          i += 2;
-          continue;
-        }
-        inQuotes = false;
-        i += 1;
-        continue;
-      }
-      if (c === '\n' || (c === '\r' && text[i + 1] !== '\n')) line += 1;
-      field += c;
-      i += 1;
-      continue;
+  try {
+    return parseCsvSync(text, {
+      bom: true,
+      relax_quotes: true,
+      relax_column_count: true,
+      skip_empty_lines: true,
+      record_delimiter: ['\r\n', '\n', '\r'],
+    }) as string[][];
+  } catch (error) {
+    if (error instanceof CsvParseError && error.code === 'CSV_QUOTE_NOT_CLOSED') {
+      throw new CsvError(`unterminated quoted field in the record starting on line ${unfinishedRecordLine(text, error)}`);
     }
-    if (c === '"' && field === '') {
-      inQuotes = true;
-      quoteStartLine = line;
-      recordStarted = true;
-      i += 1;
-      continue;
-    }
-    if (c === ',') {
-      record.push(field);
-      field = '';
-      recordStarted = true;
-      i += 1;
-      continue;
-    }
-    if (c === '\r' || c === '\n') {
-      if (recordStarted) endRecord();
-      i += c === '\r' && text[i + 1] === '\n' ? 2 : 1;
-      line += 1;
-      continue;
-    }
-    field += c;
-    recordStarted = true;
-    i += 1;
+    if (error instanceof CsvParseError) throw new CsvError(error.message);
+    throw error;
   }
-  if (inQuotes) throw new CsvError(`unterminated quoted field starting on line ${quoteStartLine}`);
-  if (recordStarted) endRecord();
-  return records;
+}
+
+/**
+ * csv-parse names the line where the file ended; the line to look at is where the unfinished record began: after the
+ * bytes of the complete records (`bytes`) and any blank lines that followed them.
+ */
+function unfinishedRecordLine(text: string, error: CsvParseError): number {
+  const consumed = (error as CsvParseError & { bytes?: number }).bytes ?? 0;
+  const bytes = Buffer.from(text, 'utf8');
+  const done = bytes.subarray(0, consumed).toString('utf8');
+  const rest = bytes.subarray(consumed).toString('utf8');
+  const leadingBreaks = /^(?:\r\n|\n|\r)*/.exec(rest)![0];
+  return 1 + (done.match(LINE_BREAK)?.length ?? 0) + (leadingBreaks.match(LINE_BREAK)?.length ?? 0);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-import { Catalog } from '../catalog/catalog.js';
+import type { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { createEmbedder, type Embedder, type EmbedderOptions } from '../embedding/embedder.js';
 import { FeedbackService } from '../feedback/service.js';
 import type { FeedbackSettings } from '../feedback/settings.js';
 import { MemoryFeedbackStore } from '../feedback/store.js';
-import { IndexManager } from '../index/manager.js';
-import { buildSearchIndex, type SearchIndex } from '../index/search-index.js';
-import { SearchService } from '../search/search.js';
+import type { SearchIndex } from '../index/search-index.js';
+import { createFixedSearch } from '../search/fixed.js';
+import type { SearchService } from '../search/search.js';
 import type { SearchConfig } from '../search/settings.js';
 
 /** The configuration slices an engine is built from (the CLI and the server hand in the loaded configuration). */
@@ -31,12 +31,16 @@ export interface Engine {
 export async function createEngine(tools: Tool[], options: { config: EngineConfig; embedder?: Embedder }): Promise<Engine> {
   const { config } = options;
   const embedder = options.embedder ?? (await createEmbedder(config.embedding));
-  const catalog = new Catalog({ separator: config.catalog.separator });
-  const snapshot = catalog.setSource('eval', tools);
-  const { index } = await buildSearchIndex(snapshot, { embedder, lexical: config.search.lexical, hnsw: config.search.hnsw });
-  const indexes = new IndexManager(snapshot);
-  indexes.install(index, 0);
   const settings = { ...config.feedback, enabled: true };
   const feedback = new FeedbackService(embedder, new MemoryFeedbackStore(settings), settings);
-  return { catalog, search: new SearchService(catalog, indexes, embedder, config.search, feedback), index, embedder, config, feedback };
+  const { catalog, index, search } = await createFixedSearch(tools, {
+    embedder,
+    source: 'eval',
+    separator: config.catalog.separator,
+    lexical: config.search.lexical,
+    hnsw: config.search.hnsw,
+    settings: config.search,
+    feedback,
+  });
+  return { catalog, search, index, embedder, config, feedback };
 }

@@ -90,6 +90,6 @@ export function createApp(deps: AppDependencies): Express {
   if (deps.consoleDir) app.use(consoleRoutes(deps.consoleDir));
   for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
-  app.use(errorHandler(deps.log));
+  app.use(errorHandler(deps.log, deps.proxy));
   return app;
 }

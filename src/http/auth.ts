@@ -1,8 +1,7 @@
-import type { Request, RequestHandler, Response } from 'express';
+import type { Application, Request, RequestHandler, Response } from 'express';
 import { Access } from '../auth/access.js';
 import { readCredential, UnauthorizedError, type Auth } from '../auth/auth.js';
-import { RateLimitedError } from '../auth/rate-limit.js';
-import { HttpError } from './errors.js';
+import { ToolrouterError } from '../errors.js';
 
 export interface AuthMiddlewareOptions {
   /** Paths anyone may read (probes, the console's static page); matched exactly or as a prefix ending in `/`. */
@@ -12,8 +11,16 @@ export interface AuthMiddlewareOptions {
 }
 
 export interface ProxyAuthOptions {
-  /** Whether a path is the proxy's (chat completions, responses, and what is passed through to the upstream LLM). */
-  isProxyPath: (path: string) => boolean;
+  /**
+   * Whether a path is the proxy's (chat completions, responses, and what is passed through to the upstream LLM); `app`
+   * is the app serving it, whose mounted routes say which /v1 paths are toolrouter's own.
+   */
+  isProxyPath: (path: string, app: Application) => boolean;
+  /**
+   * Answers an error on a proxy path in the proxy's shape (OpenAI's): whatever raised it, a route or what runs before
+   * one (auth, rate limits, body parsing). Without it every error is answered in toolrouter's REST shape.
+   */
+  sendError?: (res: Response, error: unknown) => void;
   /**
    * With ADMIN_KEY set, whether proxy requests need a toolrouter key (`x-toolrouter-key`, or a toolrouter key as the
    * bearer token); off, a request without one goes through seeing every tool. Without ADMIN_KEY nothing is required.
@@ -33,16 +40,14 @@ export function authenticate(auth: Auth, options: AuthMiddlewareOptions): Reques
       res.locals.access = Access.open;
       return next();
     }
-    const proxy = options.proxy?.isProxyPath(req.path) === true;
+    const proxy = options.proxy?.isProxyPath(req.path, req.app) === true;
     // On the proxy a bearer token that is not toolrouter's is the LLM provider's key; elsewhere it is a wrong key.
     const credential = readCredential(req.headers, auth.settings.adminKey, !proxy && !auth.open);
     try {
       res.locals.access = await auth.authenticate(credential, req.ip ?? req.socket.remoteAddress ?? 'unknown', proxy && !options.proxy!.requireKey);
     } catch (error) {
-      if (proxy) return sendOpenAiAuthError(res, error, credential === undefined && req.headers.authorization !== undefined);
-      if (error instanceof UnauthorizedError) throw new HttpError(401, 'unauthorized', error.message);
-      if (error instanceof RateLimitedError) throw rateLimited(error);
-      throw error;
+      // Thrown on to the app's error handler, which answers in the shape of the face the path belongs to.
+      throw proxy ? proxyAuthError(error, credential === undefined && req.headers.authorization !== undefined) : error;
     }
     if (credential?.header === 'authorization') delete req.headers.authorization;
     next();
@@ -50,27 +55,19 @@ export function authenticate(auth: Auth, options: AuthMiddlewareOptions): Reques
 }
 
 /**
- * The proxy's callers are OpenAI SDKs, which read `error.type` and `error.code`: refusals before the route are answered
- * in that format too. `providerKeyOnly`: the request's Authorization carried a key that is not toolrouter's.
+ * What a refused proxy request is told. `providerKeyOnly`: the request's Authorization carried a key that is not
+ * toolrouter's, so the key is missing, not wrong. A failure to check keys at all is `auth_unavailable` there (the
+ * proxy's callers are SDKs that retry on 503), where toolrouter's own routes report the cause itself.
  */
-function sendOpenAiAuthError(res: Response, error: unknown, providerKeyOnly: boolean): void {
-  const send = (status: number, type: string, code: string, message: string) => res.status(status).json({ error: { message, type, param: null, code } });
-  if (error instanceof UnauthorizedError) {
-    const message = providerKeyOnly
-      ? 'missing toolrouter key: the Authorization header carries your LLM provider\'s key (it is forwarded); send the toolrouter key in the "x-toolrouter-key" header'
-      : error.message;
-    send(401, 'invalid_request_error', providerKeyOnly || message.startsWith('missing') ? 'missing_api_key' : 'invalid_api_key', message);
-  } else if (error instanceof RateLimitedError) {
-    res.setHeader('Retry-After', String(rateLimited(error).options.retryAfterSeconds));
-    send(429, 'requests', 'rate_limit_exceeded', error.message);
-  } else {
-    res.setHeader('Retry-After', '1');
-    send(503, 'api_error', 'auth_unavailable', `keys cannot be checked right now: ${(error as Error).message}`);
+function proxyAuthError(error: unknown, providerKeyOnly: boolean): unknown {
+  if (error instanceof UnauthorizedError && providerKeyOnly) {
+    return new UnauthorizedError(
+      'missing toolrouter key: the Authorization header carries your LLM provider\'s key (it is forwarded); send the toolrouter key in the "x-toolrouter-key" header',
+      'missing',
+    );
   }
-}
-
-export function rateLimited(error: RateLimitedError): HttpError {
-  return new HttpError(429, 'rate_limited', error.message, { retryAfterSeconds: Math.max(1, Math.ceil(error.retryAfterMs / 1000)) });
+  if (error instanceof UnauthorizedError || (error instanceof ToolrouterError && error.code === 'rate_limited')) return error;
+  return new ToolrouterError('auth_unavailable', `keys cannot be checked right now: ${(error as Error).message}`, { retryAfterSeconds: 1, cause: error });
 }
 
 /** Who the request comes from (set by `authenticate`); routes mounted without it see an open service. */
@@ -80,7 +77,7 @@ export function accessOf(res: Response): Access {
 
 /** Changes shared by everyone (keys, catalog sources, the index, search defaults) need the admin key. */
 export function assertAdmin(res: Response): void {
-  if (!accessOf(res).isAdmin) throw new HttpError(403, 'forbidden', 'this endpoint needs the admin key');
+  if (!accessOf(res).isAdmin) throw new ToolrouterError('forbidden', 'this endpoint needs the admin key');
 }
 
 export const requireAdmin: RequestHandler = (_req: Request, res: Response, next) => {

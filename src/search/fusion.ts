@@ -1,13 +1,8 @@
 import type { ScoredName } from '../index/lexical.js';
 
-export interface FusionWeights {
-  bm25: number;
-  vector: number;
-  /** The feedback signal (src/feedback); absent means the feedback service's configured weight. */
-  feedback?: number;
-}
+import type { FusionMethod, FusionWeights } from './weights.js';
 
-export type FusionMethod = 'weighted' | 'rrf';
+export type { FusionMethod, FusionWeights } from './weights.js';
 
 export interface FusedResult {
   name: string;

@@ -1,12 +1,14 @@
 import type { Catalog, CatalogEntry, CatalogSnapshot } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
+import { ToolrouterError } from '../errors.js';
 import { LabelSet } from '../index/label-set.js';
 import type { ScoredName } from '../index/lexical.js';
 import type { IndexManager } from '../index/manager.js';
 import type { SearchIndex } from '../index/search-index.js';
 import type { Metrics } from '../metrics.js';
 import { RegexHaystacks } from './regex.js';
+import { fusionMethodSchema, mergeWeights } from './weights.js';
 import {
   adaptiveWeights,
   DEFAULT_ADAPTIVE_FUSION,
@@ -106,17 +108,26 @@ export interface SearchFallback {
   message: string;
 }
 
+/** One query's candidates, retrieved once (`SearchService.prepare`), ranked under any fusion settings. */
+export interface PreparedSearch {
+  /** What `search` answers for the prepared request with these fields replaced. */
+  rank(overrides?: Pick<SearchRequest, 'weights' | 'fusion' | 'topK' | 'minScore' | 'rerank'>): Promise<SearchResponse>;
+}
+
+/** Each signal's candidates for one query, before fusion. */
+interface Signals {
+  lexical: ScoredName[];
+  semantic: ScoredName[];
+  feedback: ScoredName[];
+  /** Set when the query could not be embedded: only `lexical` was retrieved. */
+  fallback?: SearchFallback;
+}
+
 export interface SearchResponse {
   results: SearchHit[];
   index: { hash: string | null; model: string | null };
   /** Present when the embeddings provider failed or timed out and the answer is BM25's. */
   fallback?: SearchFallback;
-}
-
-/** The index's nearest tools to the query's embedding; none for a query of only unknown words. */
-export async function semanticCandidates(index: SearchIndex, embedder: Embedder, query: string, limit: number): Promise<ScoredName[]> {
-  const vector = await queryEmbedding(embedder, query);
-  return vector ? index.vectors.search(vector, limit) : [];
 }
 
 /** The query's embedding; undefined for a query of only unknown words, which says nothing about similarity. */
@@ -133,8 +144,11 @@ const MAX_CACHED_LABEL_SETS = 32;
  */
 const UNFILTERED_CANDIDATES = 512;
 
-export class IndexNotReadyError extends Error {
+export class IndexNotReadyError extends ToolrouterError {
   override readonly name = 'IndexNotReadyError';
+  constructor(message: string) {
+    super('index_not_ready', message);
+  }
 }
 
 /**
@@ -175,19 +189,16 @@ export class SearchService {
    * running keeps the weights it started with, and the configuration the object came from stays as configured.
    */
   updateFusionDefaults(update: { weights?: Partial<FusionWeights>; fusion?: FusionMethod }): Readonly<SearchSettings> {
-    const weights = { ...this.current.weights, ...update.weights };
-    if (!Object.values(weights).every((weight) => Number.isFinite(weight) && weight >= 0) || weights.bm25 + weights.vector <= 0) {
-      throw new RangeError('weights must be finite, 0 or more, and bm25 + vector must be positive');
-    }
-    this.current = { ...this.current, weights, fusion: update.fusion ?? this.current.fusion };
+    // Bad weights are the caller's mistake, whoever passed them on: an InvalidWeightsError, answered as a 400.
+    const weights = mergeWeights(this.current.weights, update.weights);
+    const fusion = fusionMethodSchema.safeParse(update.fusion ?? this.current.fusion);
+    if (!fusion.success) throw new ToolrouterError('invalid_request', `fusion: ${fusion.error.issues[0]?.message}`, { param: 'fusion' });
+    this.current = { ...this.current, weights, fusion: fusion.data };
     return this.current;
   }
 
   async search(request: SearchRequest): Promise<SearchResponse> {
-    const trimmed = request.query.trim();
-    const prefix = trimmed.toLowerCase();
-    const mode = prefix.startsWith(SELECT_PREFIX) ? 'select' : prefix.startsWith(REGEX_PREFIX) ? 'regex' : (request.mode ?? this.settings.mode);
-    const query = prefix.startsWith(REGEX_PREFIX) ? trimmed.slice(REGEX_PREFIX.length) : trimmed;
+    const { query, mode } = this.parse(request);
     const stopTimer = this.metrics?.searchDuration.startTimer({ mode });
     const response = await this.answer(query, mode, request);
     stopTimer?.();
@@ -195,28 +206,134 @@ export class SearchService {
     return response;
   }
 
-  private async answer(query: string, mode: SearchMode | 'select', request: SearchRequest): Promise<SearchResponse> {
-    const topK = Math.min(request.topK ?? this.settings.topK, this.settings.maxTopK);
-    const visible = request.visible ?? (() => true);
-    const live = this.indexes.current;
-    const indexInfo = { hash: live?.catalogHash ?? null, model: live?.model ?? null };
+  /**
+   * Retrieves a query's candidates from every signal once, to rank them under many fusion settings (tuning, the
+   * console's evaluation) exactly as `search` ranks them: the same pinning, visibility, fusion and cut. Nothing is
+   * counted in the search metrics. Select and regex queries have no signals to keep; they are answered afresh.
+   */
+  async prepare(request: SearchRequest): Promise<PreparedSearch> {
+    const { query, mode } = this.parse(request);
+    if (mode === 'select' || mode === 'regex') return { rank: (overrides = {}) => this.answer(query, mode, { ...request, ...overrides }) };
+    const { live, accept, filter } = this.ranking(request);
+    const need = { lexical: mode !== 'vector', vector: mode !== 'bm25', feedback: mode === 'hybrid' && this.feedback !== undefined };
+    const signals = await this.retrieve(live, query, need, filter, request);
+    return {
+      rank: (overrides = {}) => {
+        const merged = { ...request, ...overrides };
+        const { ranked, fallback } = this.fuseSignals(signals, mode, merged);
+        return this.finish(live, query, ranked, fallback, merged, accept);
+      },
+    };
+  }
 
-    if (mode === 'select') {
-      return { results: this.select(query.slice(SELECT_PREFIX.length), visible).slice(0, topK), index: indexInfo };
+  /** The query without its prefix, and the mode the prefix or the request asks for. */
+  private parse(request: SearchRequest): { query: string; mode: SearchMode | 'select' } {
+    const trimmed = request.query.trim();
+    const prefix = trimmed.toLowerCase();
+    const mode = prefix.startsWith(SELECT_PREFIX) ? 'select' : prefix.startsWith(REGEX_PREFIX) ? 'regex' : (request.mode ?? this.settings.mode);
+    const query = prefix.startsWith(REGEX_PREFIX) ? trimmed.slice(REGEX_PREFIX.length) : trimmed;
+    return { query, mode };
+  }
+
+  private async answer(query: string, mode: SearchMode | 'select', request: SearchRequest): Promise<SearchResponse> {
+    if (mode === 'select' || mode === 'regex') {
+      const topK = Math.min(request.topK ?? this.settings.topK, this.settings.maxTopK);
+      const visible = request.visible ?? (() => true);
+      const live = this.indexes.current;
+      const index = { hash: live?.catalogHash ?? null, model: live?.model ?? null };
+      if (mode === 'select') return { results: this.select(query.slice(SELECT_PREFIX.length), visible).slice(0, topK), index };
+      return { results: this.regex(query, topK, visible), index };
     }
-    if (mode === 'regex') {
-      return { results: this.regex(query, topK, visible), index: indexInfo };
-    }
+    const { live, accept, filter } = this.ranking(request);
+    // Only the signals these weights use are retrieved: a search pays for no embedding its ranking ignores.
+    const need = this.signalsUsed(mode, { ...this.settings.weights, ...request.weights });
+    const signals = await this.retrieve(live, query, need, filter, request);
+    const { ranked, fallback } = this.fuseSignals(signals, mode, request);
+    return this.finish(live, query, ranked, fallback, request, accept);
+  }
+
+  /**
+   * The live index, and which tools a ranking may return. A caller who sees only part of the catalog (an API key) gets
+   * the best of what it may see, not what is left of everyone's best: the filter goes into the index searches. Pinned
+   * tools are left out the same way.
+   */
+  private ranking(request: SearchRequest): { live: SearchIndex; accept: (name: string) => boolean; filter: ((name: string) => boolean) | undefined } {
+    const live = this.indexes.current;
     if (!live) throw new IndexNotReadyError('the search index is still being built; retry shortly or check /v1/index/status');
-    // A caller who sees only part of the catalog (an API key) gets the best of what it may see, not what is left of
-    // everyone's best: the filter goes into the index searches. Pinned tools are left out the same way.
+    const visible = request.visible ?? (() => true);
     const accept = (name: string) => {
       if (this.pinned.has(name)) return false;
       const entry = this.catalog.get(name);
       return entry !== undefined && visible(entry);
     };
     const filtered = request.visible !== undefined || this.pinned.size > 0;
-    const { ranked, fallback } = await this.rank(live, query, mode, request, filtered ? accept : undefined, request.visibilityKey);
+    return { live, accept, filter: filtered ? accept : undefined };
+  }
+
+  /** Which signals a ranking with these weights reads. */
+  private signalsUsed(mode: SearchMode, weights: FusionWeights): { lexical: boolean; vector: boolean; feedback: boolean; feedbackWeight: number } {
+    const feedbackWeight = weights.feedback ?? this.feedback?.weight ?? 0;
+    return {
+      lexical: mode === 'bm25' || (mode === 'hybrid' && weights.bm25 > 0),
+      vector: mode === 'vector' || (mode === 'hybrid' && weights.vector > 0),
+      feedback: mode === 'hybrid' && this.feedback !== undefined && feedbackWeight > 0,
+      feedbackWeight,
+    };
+  }
+
+  /** Each needed signal's candidates. When the query cannot be embedded, BM25's are all there is. */
+  private async retrieve(
+    live: SearchIndex,
+    query: string,
+    need: { lexical: boolean; vector: boolean; feedback: boolean },
+    accept: ((name: string) => boolean) | undefined,
+    request: SearchRequest,
+  ): Promise<Signals> {
+    const limit = this.settings.candidates;
+    // One embedding serves both the vector index and the feedback's recorded queries.
+    const embedded = need.vector || need.feedback ? await this.embedQuery(live, query, need.vector) : { vector: undefined };
+    if (embedded.fallback) return { lexical: live.lexical.search(query, limit, accept), semantic: [], feedback: [], fallback: embedded.fallback };
+    const { vector } = embedded;
+    return {
+      lexical: need.lexical ? live.lexical.search(query, limit, accept) : [],
+      semantic: need.vector && vector ? this.nearest(live, vector, limit, accept, request.visibilityKey) : [],
+      feedback: need.feedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [],
+    };
+  }
+
+  /** The one place signals become a ranking: every search, and every setting tried by tuning, goes through here. */
+  private fuseSignals(signals: Signals, mode: SearchMode, request: SearchRequest): { ranked: FusedResult[]; fallback?: SearchFallback } {
+    const weights = { ...this.settings.weights, ...request.weights };
+    const use = this.signalsUsed(mode, weights);
+    const bm25Only = (hits: readonly ScoredName[]) => hits.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
+    if (signals.fallback && (use.vector || use.feedback)) {
+      // The same BM25 ranking a bm25-mode search gives, whatever the weights: fused with nothing, its order is BM25's.
+      return { ranked: bm25Only(signals.lexical), fallback: signals.fallback };
+    }
+    const lexical = use.lexical ? signals.lexical : [];
+    const semantic = use.vector ? signals.semantic : [];
+    if (mode === 'bm25') return { ranked: bm25Only(lexical) };
+    if (mode === 'vector') return { ranked: semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } })) };
+    const feedback = use.feedback ? signals.feedback : [];
+    // The weights (configured, or the request's) are the base; in weighted fusion the vector weight then follows how
+    // sure the model is about this query (fusion.ts, adaptiveWeights). rrf ignores score gaps, so it stays as given.
+    const method = request.fusion ?? this.settings.fusion;
+    const adaptive = this.settings.adaptive;
+    const fused = method === 'weighted' && adaptive ? adaptiveWeights(semantic, weights, adaptive) : weights;
+    return { ranked: fuse(lexical, semantic, { ...fused, feedback: use.feedbackWeight }, method, feedback) };
+  }
+
+  /** Resolves a ranking against the catalog, reranks it if configured, and cuts it to min_score and top_k. */
+  private async finish(
+    live: SearchIndex,
+    query: string,
+    ranked: readonly FusedResult[],
+    fallback: SearchFallback | undefined,
+    request: SearchRequest,
+    accept: (name: string) => boolean,
+  ): Promise<SearchResponse> {
+    const topK = Math.min(request.topK ?? this.settings.topK, this.settings.maxTopK);
+    const index = { hash: live.catalogHash, model: live.model };
     // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
     let candidates: SearchHit[] = [];
     for (const candidate of ranked) {
@@ -229,42 +346,7 @@ export class SearchService {
     }
     const minScore = request.minScore ?? this.settings.minScore ?? 0;
     const results = candidates.filter((hit) => hit.score >= minScore).slice(0, topK);
-    return fallback ? { results, index: indexInfo, fallback } : { results, index: indexInfo };
-  }
-
-  private async rank(
-    live: SearchIndex,
-    query: string,
-    mode: SearchMode,
-    request: SearchRequest,
-    accept: ((name: string) => boolean) | undefined,
-    visibilityKey: string | undefined,
-  ): Promise<{ ranked: FusedResult[]; fallback?: SearchFallback }> {
-    const limit = this.settings.candidates;
-    const weights = { ...this.settings.weights, ...request.weights };
-    const useLexical = mode === 'bm25' || (mode === 'hybrid' && weights.bm25 > 0);
-    const useVector = mode === 'vector' || (mode === 'hybrid' && weights.vector > 0);
-    const feedbackWeight = weights.feedback ?? this.feedback?.weight ?? 0;
-    const useFeedback = mode === 'hybrid' && this.feedback !== undefined && feedbackWeight > 0;
-    const bm25Only = (hits: readonly ScoredName[]) => hits.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
-    // One embedding serves both the vector index and the feedback's recorded queries.
-    const embedded = useVector || useFeedback ? await this.embedQuery(live, query, useVector) : { vector: undefined };
-    if (embedded.fallback) {
-      // The same BM25 ranking a bm25-mode search gives, whatever the weights: fused with nothing, its order is BM25's.
-      return { ranked: bm25Only(live.lexical.search(query, limit, accept)), fallback: embedded.fallback };
-    }
-    const { vector } = embedded;
-    const lexical = useLexical ? live.lexical.search(query, limit, accept) : [];
-    const semantic = useVector && vector ? this.nearest(live, vector, limit, accept, visibilityKey) : [];
-    if (mode === 'bm25') return { ranked: bm25Only(lexical) };
-    if (mode === 'vector') return { ranked: semantic.map((hit) => ({ name: hit.name, score: hit.score, scores: { vector: hit.score } })) };
-    const feedback = useFeedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [];
-    // The weights (configured, or the request's) are the base; in weighted fusion the vector weight then follows how
-    // sure the model is about this query (fusion.ts, adaptiveWeights). rrf ignores score gaps, so it stays as given.
-    const method = request.fusion ?? this.settings.fusion;
-    const adaptive = this.settings.adaptive;
-    const fused = method === 'weighted' && adaptive ? adaptiveWeights(semantic, weights, adaptive) : weights;
-    return { ranked: fuse(lexical, semantic, { ...fused, feedback: feedbackWeight }, method, feedback) };
+    return fallback ? { results, index, fallback } : { results, index };
   }
 
   /**

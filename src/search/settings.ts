@@ -6,14 +6,10 @@ import { z } from 'zod';
 import { hnswSettingsSchema, lexicalSettingsSchema } from '../index/settings.js';
 import { DEFAULT_ACTIVATION_THRESHOLDS } from './activation.js';
 import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from './search.js';
+import { fusionMethodSchema, weightsWithDefaults } from './weights.js';
 
 /** A weight left out keeps its default, as a partial `weights` does in the settings API and in a search request. */
-export const weightsSettingsSchema = z
-  .object({
-    bm25: z.number().min(0).max(1000).default(DEFAULT_SEARCH_SETTINGS.weights.bm25),
-    vector: z.number().min(0).max(1000).default(DEFAULT_SEARCH_SETTINGS.weights.vector),
-  })
-  .refine((weights) => weights.bm25 + weights.vector > 0, 'at least one weight must be positive');
+export const weightsSettingsSchema = weightsWithDefaults(DEFAULT_SEARCH_SETTINGS.weights);
 
 /** Re-scores the top fused candidates (src/search/rerank.ts); off by default; per request `rerank: false`. */
 export const rerankSettingsSchema = z
@@ -44,7 +40,7 @@ export const searchSettingsSchema = z
     topK: z.number().int().min(1).default(DEFAULT_SEARCH_SETTINGS.topK),
     maxTopK: z.number().int().min(1).max(1000).default(DEFAULT_SEARCH_SETTINGS.maxTopK),
     weights: weightsSettingsSchema.prefault({}),
-    fusion: z.enum(['weighted', 'rrf']).default(DEFAULT_SEARCH_SETTINGS.fusion),
+    fusion: fusionMethodSchema.default(DEFAULT_SEARCH_SETTINGS.fusion),
     candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
     maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
     pinned: z.array(z.string()).default([]),

@@ -1,13 +1,12 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { SEARCH_MODES } from '../../search/search.js';
-import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
+import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
+import { HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf } from '../auth.js';
 import type { CatalogEntry } from '../../catalog/catalog.js';
 import { catalogViews } from '../catalog-views.js';
-
-const weight = z.number().finite().min(0, 'must be 0 or more').max(1000);
 
 export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDependencies, 'search' | 'maxQueryLength' | 'indexes'>): Router {
   const router = Router();
@@ -17,8 +16,8 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
       query: queryText(maxQueryLength),
       top_k: z.number().int('must be an integer').min(1, 'must be at least 1').optional(),
       mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
-      weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }).strict().optional(),
-      fusion: z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' }).optional(),
+      weights: weightsUpdateSchema.optional(),
+      fusion: fusionMethodSchema.optional(),
       min_score: z.number().finite().min(0, 'must be 0 or more').max(1000).optional(),
       rerank: z.boolean().optional(),
     })
@@ -28,10 +27,7 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
     const access = accessOf(res);
     if (!access.searchEnabled) throw new HttpError(403, 'forbidden', 'tool search is disabled for this key; list its tools with GET /mcp-rest/tools/list');
     const body = parseBody(searchBody, req.body);
-    if (body.weights) {
-      const merged = { ...search.settings.weights, ...body.weights };
-      if (merged.bm25 + merged.vector <= 0) throw badRequest('weights: at least one of bm25 and vector must be positive');
-    }
+    if (body.weights) mergeWeights(search.settings.weights, body.weights);
     const response = await search.search({
       query: body.query,
       topK: body.top_k,

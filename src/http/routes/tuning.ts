@@ -8,9 +8,11 @@ import { evaluate } from '../../eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../../eval/tune.js';
 import type { IndexManager } from '../../index/manager.js';
 import type { SearchDefaults } from '../../search/defaults.js';
-import { IndexNotReadyError, type SearchService } from '../../search/search.js';
+import type { SearchService } from '../../search/search.js';
+import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
+import { ToolrouterError } from '../../errors.js';
 import { assertAdmin } from '../auth.js';
-import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
+import { badRequest, parseBody, queryText } from '../errors.js';
 
 /**
  * Bounds on one evaluation request. Retrieval runs once per query and the grid re-fuses the cached candidates, but it
@@ -29,13 +31,10 @@ export interface TuningDependencies {
   defaults: SearchDefaults;
 }
 
-const weight = z.number({ error: 'must be a number' }).finite().min(0, 'must be 0 or more').max(1000, 'must be at most 1000');
-const fusion = z.enum(['weighted', 'rrf'], { error: 'must be weighted or rrf' });
-
 const settingsBody = z
   .object({
-    weights: z.object({ bm25: weight.optional(), vector: weight.optional(), feedback: weight.optional() }, { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object {bm25, vector, feedback}' : undefined) }).strict().optional(),
-    fusion: fusion.optional(),
+    weights: weightsUpdateSchema.optional(),
+    fusion: fusionMethodSchema.optional(),
   })
   .strict()
   .refine((body) => body.weights !== undefined || body.fusion !== undefined, 'give weights, fusion or both');
@@ -46,7 +45,7 @@ const settingsBody = z
  * put on this router alone.
  */
 export function tuningRoutes(deps: TuningDependencies): Router {
-  const { catalog, indexes, search, embedder, config, defaults } = deps;
+  const { catalog, search, config, defaults } = deps;
   const router = Router();
   const maxQueryLength = config.search.maxQueryLength;
   const evalBody = z
@@ -88,11 +87,6 @@ export function tuningRoutes(deps: TuningDependencies): Router {
   router.post('/v1/eval', async (req, res) => {
     assertAdmin(res);
     const body = parseBody(evalBody, req.body);
-    const live = indexes.current;
-    if (!live) throw new IndexNotReadyError('the search index is still being built; retry shortly or check /v1/index/status');
-    if (live.model !== embedder.modelId) {
-      throw new IndexNotReadyError(`the index was built with model ${live.model}; waiting for a rebuild with ${embedder.modelId}`);
-    }
     const queries: LabelledQuery[] = [];
     const skipped: { line: number; query: string }[] = [];
     body.queries.forEach((labelled, i) => {
@@ -102,22 +96,25 @@ export function tuningRoutes(deps: TuningDependencies): Router {
     if (queries.length === 0) {
       throw badRequest(`queries: none of the ${body.queries.length} queries names a tool of the live catalog (expected names are full tool names, e.g. ${sampleName(catalog)})`);
     }
-    if (running) throw new HttpError(429, 'busy', 'an evaluation is already running on this instance; retry when it has finished');
+    if (running) throw new ToolrouterError('busy', 'an evaluation is already running on this instance; retry when it has finished');
     running = true;
     try {
       const steps = body.grid?.steps ?? EVAL_LIMITS.defaultSteps;
       const { mode } = search.settings;
       const current = { weights: { ...search.settings.weights }, fusion: search.settings.fusion };
-      // The live index and catalog stand in for the engine `npm run tune` builds from files: same code, live data.
-      const { rows, best } = await tune({ catalog, search, index: live, embedder, config }, queries, { steps });
-      // What searches get right now, through the service itself (pinned tools and all).
-      const now = await evaluate(
-        async (query) => (await search.search({ query, topK: RANKED_DEPTH, mode, ...current })).results.map((hit) => hit.tool.name),
-        queries,
-      );
+      // Ranked by the live search service itself, over the live index and catalog: the same code `npm run tune` runs
+      // over files, and the same ranking /v1/tools/search returns for each row's settings.
+      const { rows, best } = await tune({ search }, queries, { steps });
+      // What searches get right now (reranker included, when configured).
+      let index: { hash: string | null; model: string | null } | undefined;
+      const now = await evaluate(async (query) => {
+        const response = await search.search({ query, topK: RANKED_DEPTH, mode, ...current });
+        index = response.index;
+        return response.results.map((hit) => hit.tool.name);
+      }, queries);
       res.json({
         catalog: { hash: catalog.snapshot().catalogHash, tools: catalog.snapshot().entries.length },
-        index: { hash: live.catalogHash, model: live.model },
+        index,
         queries: queries.length,
         skipped,
         steps,
@@ -138,8 +135,7 @@ export function tuningRoutes(deps: TuningDependencies): Router {
   router.put('/v1/search/settings', async (req, res) => {
     assertAdmin(res);
     const body = parseBody(settingsBody, req.body);
-    const weights = { ...search.settings.weights, ...body.weights };
-    if (!(weights.bm25 + weights.vector > 0)) throw badRequest('weights: at least one of bm25 and vector must be positive');
+    const weights = mergeWeights(search.settings.weights, body.weights);
     await defaults.apply({ weights, fusion: body.fusion ?? search.settings.fusion });
     res.json(settingsView(search, defaults));
   });
