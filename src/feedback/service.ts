@@ -4,7 +4,7 @@ import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { ScoredName } from '../index/lexical.js';
 import { feedbackEventsHeld, feedbackEventsRecorded } from '../metrics.js';
-import { connectRedis, RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import type { FeedbackSignal } from '../search/search.js';
 import { FeedbackNeighbours } from './neighbours.js';
 import { MemoryFeedbackStore, RedisFeedbackStore, type FeedbackStore } from './store.js';
@@ -108,18 +108,22 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
 }
 
 /**
- * The feedback service of a process: events in Redis when `redisUrl` is set (shared by every instance, kept across
- * restarts), in memory otherwise. Undefined when `feedback.enabled` is false.
+ * The feedback service of a process: events in Redis when the process has a Redis bus (shared by every instance, kept
+ * across restarts), in memory otherwise. Undefined when `feedback.enabled` is false.
  */
-export async function startFeedback(config: Config, embedder: Embedder, log: Logger, now?: () => number): Promise<FeedbackService | undefined> {
+export async function startFeedback(
+  config: Config,
+  embedder: Embedder,
+  log: Logger,
+  bus?: RedisBus,
+  now?: () => number,
+): Promise<FeedbackService | undefined> {
   const settings = config.feedback;
   if (!settings.enabled) return undefined;
   const retention = { maxEvents: settings.maxEvents, maxAgeDays: settings.maxAgeDays };
   let store: FeedbackStore;
-  if (config.redisUrl) {
-    const redis = connectRedis(config.redisUrl, 'toolrouter-feedback', log);
-    const subscriber = connectRedis(config.redisUrl, 'toolrouter-feedback-events', log);
-    store = new RedisFeedbackStore(redis, subscriber, new RedisKeys(config.queue.prefix), retention, log, now);
+  if (bus) {
+    store = new RedisFeedbackStore(bus, retention, log, now);
   } else {
     store = new MemoryFeedbackStore(retention, now);
   }

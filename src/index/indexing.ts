@@ -5,7 +5,7 @@ import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../c
 import type { Config } from '../config/config.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { indexBuildDuration, indexSwaps, indexTexts, indexTools } from '../metrics.js';
-import { connectRedis, RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { LocalIndexPipeline } from './local-pipeline.js';
 import { IndexManager, type IndexPipeline } from './manager.js';
@@ -17,22 +17,23 @@ export interface Indexing {
   indexes: IndexManager;
   pipeline: IndexPipeline;
   sources: StaticSources;
-  /** The shared pipeline's Redis connection (unset in-process), for readiness checks. */
+  /** The bus's command connection (unset in-process), for readiness checks. */
   redis?: Redis;
   close(): Promise<void>;
 }
 
 /**
- * Sets up how the catalog becomes a live index: through Redis and BullMQ workers when `redisUrl` is set (shared by
- * every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
+ * Sets up how the catalog becomes a live index: through Redis and BullMQ workers when the process has a Redis bus
+ * (shared by every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
  */
 export async function startIndexing(
   config: Config,
   catalog: Catalog,
   embedder: Embedder,
   log: Logger,
+  bus?: RedisBus,
 ): Promise<Indexing> {
-  if (!config.redisUrl) {
+  if (!bus) {
     const indexes = new IndexManager(catalog.snapshot());
     const onBuilt = (stats: BuildStats, index: SearchIndex) => {
       indexBuildDuration.observe(stats.durationMs / 1000);
@@ -53,23 +54,13 @@ export async function startIndexing(
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };
   }
 
-  const keys = new RedisKeys(config.queue.prefix);
-  const redis = connectRedis(config.redisUrl, 'toolrouter-api', log);
-  const subscriber = connectRedis(config.redisUrl, 'toolrouter-api-events', log);
-  const close = async () => {
-    redis.disconnect();
-    subscriber.disconnect();
-  };
   try {
-    const sources = new RedisStaticSources(catalog, redis, subscriber, keys, log);
+    const sources = new RedisStaticSources(catalog, bus, log);
     // Stored static sources first: the catalog must be complete before it is compared with the stored index.
     await sources.start();
     const indexes = new IndexManager(catalog.snapshot());
     const pipeline = new RedisIndexPipeline(indexes, {
-      redisUrl: config.redisUrl,
-      redis,
-      subscriber,
-      keys,
+      bus,
       model: embedder.modelId,
       separator: config.catalog.separator,
       lexical: config.search.lexical,
@@ -80,19 +71,10 @@ export async function startIndexing(
     });
     await pipeline.start();
     follow(catalog, indexes, pipeline, log);
-    return {
-      indexes,
-      pipeline,
-      sources,
-      redis,
-      close: async () => {
-        await pipeline.close();
-        await close();
-      },
-    };
+    // The bus is the process's: whoever opened it closes it.
+    return { indexes, pipeline, sources, redis: bus.redis, close: () => pipeline.close() };
   } catch (error) {
-    await close();
-    throw new Error(`could not start the Redis index pipeline at ${redactUrl(config.redisUrl)}: ${(error as Error).message}`, { cause: error });
+    throw new Error(`could not start the Redis index pipeline at ${bus.location}: ${(error as Error).message}`, { cause: error });
   }
 }
 
@@ -106,8 +88,4 @@ function follow(catalog: Catalog, indexes: IndexManager, pipeline: IndexPipeline
     void pipeline.update(snapshot).catch((error: unknown) => log.error({ err: error }, 'index update failed'));
   catalog.on('change', update);
   update();
-}
-
-function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
 }

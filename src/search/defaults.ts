@@ -1,7 +1,8 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { connectRedis, RedisKeys, subscribe, withRedis } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import type { FusionMethod, FusionWeights } from './fusion.js';
 import type { SearchService } from './search.js';
 
@@ -30,18 +31,11 @@ export interface SearchDefaults {
   close(): Promise<void>;
 }
 
-export async function startSearchDefaults(
-  search: SearchService,
-  options: { redisUrl?: string; prefix: string; log: Logger },
-): Promise<SearchDefaults> {
-  if (!options.redisUrl) return new LocalSearchDefaults(search);
-  const defaults = new RedisSearchDefaults(search, options.redisUrl, new RedisKeys(options.prefix), options.log);
-  try {
-    await defaults.start();
-  } catch (error) {
-    await defaults.close();
-    throw error;
-  }
+/** Shared through the process's Redis bus when it has one, else for this process only. */
+export async function startSearchDefaults(search: SearchService, options: { bus?: RedisBus; log: Logger }): Promise<SearchDefaults> {
+  if (!options.bus) return new LocalSearchDefaults(search);
+  const defaults = new RedisSearchDefaults(search, options.bus, options.log);
+  await defaults.start();
   return defaults;
 }
 
@@ -112,6 +106,18 @@ return text
 `;
 
 /**
+ * After Redis lost its data: the counter goes back up to the version this instance holds (else the next change would
+ * get a version every instance ignores as old), and the applied defaults are stored again unless another instance got
+ * there first (SET NX; instances that heard the same announcements store the same text).
+ */
+const RESTORE_SCRIPT = `
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2], 'NX') end
+return 1
+`;
+
+/**
  * Shared by every API instance: the applied defaults are stored under one key (read at start and after a reconnect, so
  * a restarted or new instance serves them too) and announced on a channel. Each change takes a version from a Redis
  * counter and goes out with SET and PUBLISH in one script; an instance ignores anything not newer than what it has, so
@@ -119,30 +125,31 @@ return text
  */
 class RedisSearchDefaults extends LocalSearchDefaults {
   private readonly redis: Redis;
-  private readonly subscriber: Redis;
+  private readonly keys: RedisKeys;
   private version = 0;
+  /** The announcement this instance last adopted, as stored: what it stores again after Redis lost its data. */
+  private adopted = '';
 
   constructor(
     search: SearchService,
-    redisUrl: string,
-    private readonly keys: RedisKeys,
+    private readonly bus: RedisBus,
     private readonly log: Logger,
   ) {
     super(search);
-    this.redis = connectRedis(redisUrl, 'toolrouter-api-settings', log);
-    this.subscriber = connectRedis(redisUrl, 'toolrouter-api-settings-events', log);
+    this.redis = bus.redis;
+    this.keys = bus.keys;
   }
 
   async start(): Promise<void> {
-    this.subscriber.on('message', (channel, message) => {
-      if (channel === this.keys.searchSettingsChannel) this.receive(message, 'announced');
+    // Subscribed before reading, so a change made in between is not missed; the version check orders the two. After
+    // an outage the bus renews the subscription and calls `resync`: what was announced meanwhile is lost, read it again.
+    await this.bus.listen(this.keys.searchSettingsChannel, {
+      message: (text) => this.receive(text, 'announced'),
+      resync: () => this.sync(),
+      restore: async () => {
+        await this.redis.eval(RESTORE_SCRIPT, 2, this.keys.searchSettingsVersion, this.keys.searchSettings, String(this.version), this.adopted);
+      },
     });
-    // After an outage the subscription comes back by itself, but what was announced meanwhile is lost: read it again.
-    this.subscriber.on('ready', () => {
-      this.sync().catch((error: unknown) => this.log.warn({ err: error }, 'could not read the search settings from Redis'));
-    });
-    // Subscribed before reading, so a change made in between is not missed; the version check orders the two.
-    await subscribe(this.subscriber, this.keys.searchSettingsChannel, this.log);
     await this.sync();
   }
 
@@ -167,11 +174,6 @@ class RedisSearchDefaults extends LocalSearchDefaults {
   override async reset(): Promise<FusionDefaultsState> {
     await this.announce(null);
     return this.state();
-  }
-
-  override async close(): Promise<void> {
-    this.redis.disconnect();
-    this.subscriber.disconnect();
   }
 
   private async announce(applied: Announcement['applied']): Promise<void> {
@@ -209,6 +211,7 @@ class RedisSearchDefaults extends LocalSearchDefaults {
       return;
     }
     this.version = parsed.version;
+    this.adopted = text;
     this.log.info({ how, version: parsed.version, weights: this.search.settings.weights, fusion: this.search.settings.fusion }, 'search defaults changed');
   }
 }

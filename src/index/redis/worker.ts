@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config/config.js';
 import { createEmbedder } from '../../embedding/embedder.js';
 import { indexArtifactBytes, indexBuildDuration, indexBuilds, indexTexts } from '../../metrics.js';
-import { connectRedis, RedisKeys } from '../../redis.js';
+import { RedisKeys } from '../../redis.js';
+import { RedisBus } from '../../redis/bus.js';
 import { ArtifactStore } from './artifact-store.js';
 import { runBuildJob, type BuildJobData, type BuildJobResult } from './build-job.js';
 import { RedisEmbeddingCache } from './embedding-cache.js';
@@ -17,8 +18,14 @@ export interface IndexWorker {
 export async function startIndexWorker(config: Config, log: Logger): Promise<IndexWorker> {
   if (!config.redisUrl) throw new Error('the index worker needs REDIS_URL');
   const keys = new RedisKeys(config.queue.prefix);
-  const redis = connectRedis(config.redisUrl, 'toolrouter-worker', log);
-  const embedder = await createEmbedder(config.embedding);
+  // The worker listens on no channel, so its bus is one command connection; BullMQ's Worker opens its own two (a
+  // blocking BZPOPMIN must not stall other commands, and BullMQ refuses a shared connection that retries commands).
+  const bus = new RedisBus({ url: config.redisUrl, keys, log, connectionName: `toolrouter-worker:${keys.prefix}:${process.pid}` });
+  const { redis } = bus;
+  const embedder = await createEmbedder(config.embedding).catch(async (error: unknown) => {
+    await bus.close();
+    throw error;
+  });
   const deps = {
     redis,
     keys,
@@ -38,7 +45,7 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
       return result;
     },
     {
-      connection: { url: config.redisUrl, maxRetriesPerRequest: null },
+      connection: { url: config.redisUrl, maxRetriesPerRequest: null, connectionName: `${bus.connectionName}:bullmq` },
       concurrency: 1,
       lockDuration: config.queue.lockDurationMs,
       stalledInterval: config.queue.stalledIntervalMs,
@@ -60,7 +67,7 @@ export async function startIndexWorker(config: Config, log: Logger): Promise<Ind
   return {
     close: async () => {
       await worker.close();
-      redis.disconnect();
+      await bus.close();
     },
   };
 }
