@@ -11,7 +11,7 @@ import { evaluate } from '../src/eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../src/eval/tune.js';
 import { EVAL_LIMITS } from '../src/http/routes/tuning.js';
 import { DEFAULT_SEARCH_SETTINGS } from '../src/search/search.js';
-import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
+import { PrivateRedis } from './helpers/redis-server.js';
 import { eventually, REDIS_URL } from './helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 
@@ -286,12 +286,12 @@ describe('search settings shared through Redis', () => {
 });
 
 describe('search settings while Redis is away', () => {
-  const redis = new PrivateRedis(randomRedisPort());
+  const redis = new PrivateRedis();
   let api: RunningRouter;
 
   before(async () => {
     await redis.start();
-    api = await startRouter({ redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix: 'settings-outage' } });
+    api = await startRouter({ redisUrl: redis.url, queue: { prefix: 'settings-outage' } });
   });
   after(async () => {
     await api?.close();
@@ -303,7 +303,7 @@ describe('search settings while Redis is away', () => {
 
   it('refuses a change with 503 and changes nothing, then accepts it once Redis is back', async () => {
     // Only this test's instance uses this Redis: its subscribers are all the subscribed connections.
-    const probe = new Redis(`redis://127.0.0.1:${redis.port}`);
+    const probe = new Redis(redis.url);
     const subscribers = await subscribed(probe);
     probe.disconnect();
     assert.ok(subscribers >= 2);
@@ -327,7 +327,7 @@ describe('search settings while Redis is away', () => {
     assert.equal(retried.body.source, 'applied');
 
     // The subscription is back too: an announcement that is not stored reaches this instance.
-    const direct = new Redis(`redis://127.0.0.1:${redis.port}`);
+    const direct = new Redis(redis.url);
     try {
       const applied = { weights: { bm25: 0.25, vector: 0.75 }, fusion: 'weighted', appliedAt: new Date().toISOString() };
       const body = await eventually(
