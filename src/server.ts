@@ -54,7 +54,13 @@ export async function createToolrouter(config: Config, options: { log?: Logger; 
 
   // One Redis bus for the process (command + subscriber connections), closed last; every shared store rides on it.
   const bus = config.redisUrl
-    ? new RedisBus({ url: config.redisUrl, keys: new RedisKeys(config.queue.prefix), log, connectionName: `toolrouter-api:${config.queue.prefix}:${randomUUID().slice(0, 8)}`, generationCheckMs: config.queue.generationCheckMs })
+    ? new RedisBus({
+        url: config.redisUrl,
+        keys: new RedisKeys(config.queue.prefix),
+        log,
+        connectionName: `toolrouter-api:${config.queue.prefix}:${randomUUID().slice(0, 8)}`,
+        generationCheckMs: config.queue.generationCheckMs,
+      })
     : undefined;
   if (bus) closers.push(() => bus.close());
   const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(config, catalog, embedder, log, bus).catch(async (error: unknown) => {
