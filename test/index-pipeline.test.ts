@@ -160,7 +160,7 @@ describe('Redis + BullMQ index pipeline', () => {
     const outcomes = (hash: string) => finished.filter((line) => String(line.jobId).includes(hash)).map((line) => line.outcome);
     assert.deepEqual(outcomes(older.body.catalogHash), ['superseded'], 'the stale job is skipped, not built');
     // Built once. Another job for it only reuses that artifact: another instance re-announcing the catalog, or the job
-    // run again after its 3 s lock lapsed on a loaded machine (this failed the same way before the Redis bus).
+    // run again after its 3 s lock lapsed on a loaded machine (seen before the Redis bus too, on the base commit).
     const newerOutcomes = outcomes(newer.body.catalogHash);
     assert.equal(newerOutcomes[0], 'built');
     assert.deepEqual(newerOutcomes.slice(1).filter((outcome) => outcome !== 'reused'), []);
