@@ -6,8 +6,8 @@ import type { RedisKeys } from './redis.js';
 /**
  * Notices when Redis lost this deployment's data (restarted without persistence, flushed, failed over to an empty
  * replica): a random generation id is written once into an empty Redis; when an instance finds it gone or replaced, the
- * data it relied on is gone too, and the holders (static sources, the index pipeline) re-announce what they hold.
- * Checked every `intervalMs` and at once after every reconnect.
+ * data it relied on is gone too, and the holders (static sources, search settings, the index pipeline) store again what
+ * they hold. Checked every `intervalMs`, at once after every reconnect, and by RedisBus before any re-read.
  */
 export class RedisGeneration {
   private known: string | undefined;

@@ -38,9 +38,10 @@ const MAX_RECOVERY_DELAY_MS = 5_000;
 /**
  * One per process: a command connection every store shares (BullMQ's Queue included, see RedisIndexPipeline), and a
  * subscriber connection opened on the first `listen`, which dispatches by channel. Redis does not replay what was
- * published while a subscriber was away, so after every reconnect the bus renews the subscriptions, checks the
- * generation marker (restoring held state first if Redis lost its data), then asks every handler to re-read its state,
- * in the order they started listening, retrying until all of them succeed.
+ * published while a subscriber was away, so after every reconnect (of either connection) the bus renews the
+ * subscriptions, checks the generation marker (restoring held state first if Redis lost its data), then asks every
+ * handler to re-read its state, in the order they started listening, retrying until all of them succeed. Feedback's
+ * re-read is the largest: its retained events, 10,000 by default (about 5 MB), once per reconnect.
  */
 export class RedisBus {
   readonly redis: Redis;
@@ -57,6 +58,13 @@ export class RedisBus {
   constructor(private readonly options: RedisBusOptions) {
     this.keys = options.keys;
     this.redis = connectRedis(options.url, options.connectionName, options.log);
+    // A message heard while only the command connection was down could not be acted on (a handler re-reads through
+    // it): a reconnect of either connection re-reads everything.
+    let commandsWereReady = false;
+    this.redis.on('ready', () => {
+      if (commandsWereReady && this.subscriber) this.recover();
+      commandsWereReady = true;
+    });
     if (options.generationCheckMs !== undefined) {
       this.generation = new RedisGeneration(this.redis, this.keys, {
         intervalMs: options.generationCheckMs,
