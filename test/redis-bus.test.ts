@@ -2,6 +2,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
+import pino from 'pino';
+import { RedisKeys } from '../src/redis.js';
+import { RedisBus } from '../src/redis/bus.js';
 import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
 import { eventually, WorkerProcess, writeConfig } from './helpers/processes.js';
 import { PrivateRedis, RedisLink } from './helpers/redis-server.js';
@@ -21,6 +24,65 @@ async function clients(probe: Redis): Promise<string[]> {
 }
 
 const admin = (api: RunningRouter, method: string, route: string, body?: unknown) => call(api.url, method, route, { key: ADMIN_KEY, body });
+
+describe('RedisBus', () => {
+  const redis = new PrivateRedis();
+  const keys = new RedisKeys('bus-unit');
+  let bus: RedisBus;
+  let probe: Redis;
+  /** What the handler was asked to do, in order. */
+  const calls: string[] = [];
+  const heard: string[] = [];
+
+  before(async () => {
+    await redis.start();
+    probe = new Redis(redis.url, { connectionName: 'test-probe' });
+    probe.on('error', () => {});
+    bus = new RedisBus({ url: redis.url, keys, log: pino({ level: 'silent' }), connectionName: 'bus-unit', generationCheckMs: 60_000 });
+    await bus.listen('bus-unit:events', {
+      message: (text) => heard.push(text),
+      resync: async () => {
+        calls.push('resync');
+      },
+      restore: async () => {
+        calls.push('restore');
+      },
+    });
+    await bus.start();
+  });
+
+  after(async () => {
+    probe?.disconnect();
+    await bus?.close();
+    await redis.stop();
+  });
+
+  const kill = async (name: string) => {
+    const line = String(await probe.client('LIST')).split('\n').find((entry) => entry.includes(` name=${name} `));
+    assert.ok(line, `no connection named ${name}`);
+    await probe.client('KILL', 'ID', /id=(\d+)/.exec(line)![1]!);
+  };
+
+  it('opens one command and one subscriber connection, and re-reads after either reconnects', async () => {
+    assert.deepEqual((await clients(probe)).sort(), ['bus-unit', 'bus-unit:events']);
+    await kill('bus-unit:events');
+    await eventually(() => calls.length, (count) => count === 1, 10_000);
+    // Subscribed again: a message published now arrives.
+    await eventually(async () => (await probe.publish('bus-unit:events', 'after'), heard), (messages) => messages.includes('after'), 10_000);
+    await kill('bus-unit');
+    await eventually(() => calls.length, (count) => count === 2, 10_000);
+    assert.deepEqual(calls, ['resync', 'resync']);
+  });
+
+  it('after Redis comes back empty, restores held state before anything re-reads', async () => {
+    calls.length = 0;
+    await redis.stop();
+    await redis.start();
+    await eventually(() => calls.includes('resync'), (done) => done, 20_000);
+    assert.equal(calls[0], 'restore', `calls: ${calls.join(', ')}`);
+    assert.equal(calls.filter((call) => call === 'restore').length, 1, `calls: ${calls.join(', ')}`);
+  });
+});
 
 describe('an API instance\'s Redis connections', () => {
   const redis = new PrivateRedis();
