@@ -198,8 +198,10 @@ describe('every kind of shared state converges after Redis restarts and an insta
     assert.equal(isolated.feedback, expected.feedback - 2);
 
     link.restore();
+    const restoredAt = Date.now();
     const caughtUp = await eventually(() => state(a), (s) => JSON.stringify(s) === JSON.stringify(expected), 60_000);
     assert.deepEqual(caughtUp, expected);
+    process.stdout.write(`# the cut-off instance served every change ${Date.now() - restoredAt} ms after its link came back\n`);
     // Keys: the new one works on a, the one deleted meanwhile no longer does.
     await eventually(() => call(a.url, 'GET', '/v1/index/status', { key: late.key }), (reply) => reply.status === 200, 20_000);
     assert.equal((await call(a.url, 'GET', '/v1/index/status', { key: early.key })).status, 401);
