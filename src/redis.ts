@@ -152,8 +152,9 @@ export function connectRedis(url: string, name: string, log?: Logger): Redis {
     connectionName: name,
     maxRetriesPerRequest: 2,
     enableOfflineQueue: true,
-    // Subscriptions are renewed by `subscribe` below: ioredis's own renewal leaves its promise unhandled, and a
-    // connection closed at that moment (Redis restarting while an instance shuts down) would crash the process.
+    // Subscriptions are renewed by RedisBus (src/redis/bus.ts), which also re-reads what was missed: ioredis's own
+    // renewal leaves its promise unhandled, and a connection closed at that moment (Redis restarting while an instance
+    // shuts down) would crash the process.
     autoResubscribe: false,
     retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 5_000),
   });
@@ -168,13 +169,4 @@ export function connectRedis(url: string, name: string, log?: Logger): Redis {
     down = false;
   });
   return redis;
-}
-
-/** Subscribes `subscriber` to `channel`, now and again after every reconnect, never leaving a failure unhandled. */
-export async function subscribe(subscriber: Redis, channel: string, log?: Logger): Promise<void> {
-  subscriber.on('ready', () => {
-    // Redis ignores a repeated SUBSCRIBE, so the first 'ready' after this call does no harm.
-    subscriber.subscribe(channel).catch((error: unknown) => log?.warn({ err: error, channel }, 'could not renew a Redis subscription; retrying on the next reconnect'));
-  });
-  await subscriber.subscribe(channel);
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { Express, Router } from 'express';
 import type { Logger } from 'pino';
@@ -19,7 +20,7 @@ import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis.js';
-import { RedisGeneration } from './redis-generation.js';
+import { RedisBus } from './redis/bus.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
@@ -69,41 +70,45 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // Every Redis key, channel and queue name of this deployment, built once and handed to each module that uses Redis.
   const redisKeys = new RedisKeys(config.queue.prefix);
   const { search: searchConfig } = config;
+  // One Redis bus for the process (command + subscriber connections), closed last; every shared store rides on it.
+  const bus = config.redisUrl
+    ? new RedisBus({
+        url: config.redisUrl,
+        keys: redisKeys,
+        log,
+        connectionName: `toolrouter-api:${config.queue.prefix}:${randomUUID().slice(0, 8)}`,
+        generationCheckMs: config.queue.generationCheckMs,
+      })
+    : undefined;
+  if (bus) closers.push(() => bus.close());
   const { indexes, pipeline, sources, redis, close: stopIndexing } = await startIndexing(
-    { redisUrl: config.redisUrl, keys: redisKeys, separator: config.catalog.separator, lexical: searchConfig.lexical, hnsw: searchConfig.hnsw, queue: config.queue, metrics },
+    { separator: config.catalog.separator, lexical: searchConfig.lexical, hnsw: searchConfig.hnsw, queue: config.queue, metrics },
     catalog,
     embedder,
     log,
-  );
+    bus,
+  ).catch(async (error: unknown) => {
+    await bus?.close();
+    throw error;
+  });
   closers.push(stopIndexing);
 
   // Loaded before search starts, so the first search already counts every stored event.
-  const feedback = await startFeedback({ settings: config.feedback, redisUrl: config.redisUrl, keys: redisKeys, metrics }, embedder, log);
+  const feedback = await startFeedback({ settings: config.feedback, metrics }, embedder, log, bus);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
   const search = new SearchService(catalog, indexes, embedder, config.search, feedback, reranker, metrics);
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
-  const defaults = await startSearchDefaults(search, { redisUrl: config.redisUrl, keys: redisKeys, log });
+  const defaults = await startSearchDefaults(search, { bus, log });
   closers.push(() => defaults.close());
+  // Every holder listens now: the generation marker is claimed, and a Redis that lost its data gets their state back.
+  await bus?.start();
 
-  if (redis) {
-    // Redis restarted empty: every instance re-announces its sources and asks for its catalog's index again.
-    const generation = new RedisGeneration(redis, redisKeys, {
-      intervalMs: config.queue.generationCheckMs,
-      log,
-      onLost: async () => {
-        await sources.resync?.();
-        await pipeline.resync?.();
-      },
-    });
-    await generation.start();
-    closers.push(() => generation.close());
-  }
   // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
-  const gate = redis ? new RedisGate(redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
+  const gate = bus ? new RedisGate(bus.redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
-    redis ? new RedisKeyStore(redis, redisKeys, gate) : new MemoryKeyStore(),
+    bus ? new RedisKeyStore(bus.redis, redisKeys, gate) : new MemoryKeyStore(),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
   );
 

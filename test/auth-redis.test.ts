@@ -7,7 +7,7 @@ import { loadConfig } from '../src/config/config.js';
 import { createLogger } from '../src/log.js';
 import { createToolrouter, listen, type Toolrouter } from '../src/server.js';
 import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
-import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
+import { PrivateRedis } from './helpers/redis-server.js';
 import { REDIS_URL } from './helpers/processes.js';
 import { fixtureTools } from './helpers/router.js';
 import { waitFor } from './helpers/mcp.js';
@@ -95,7 +95,7 @@ describe('keys in Redis, shared by every instance', () => {
 });
 
 describe('keys while Redis is away', () => {
-  const redis = new PrivateRedis(randomRedisPort());
+  const redis = new PrivateRedis();
   let api: Instance | undefined;
 
   after(async () => {
@@ -105,7 +105,7 @@ describe('keys while Redis is away', () => {
 
   test('keys seen before keep working; new keys and key management answer 503 and change nothing', async () => {
     await redis.start();
-    api = await startInstance({ redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix: 'keys-outage' }, catalog: { sources: { demo: fixtureTools() } } }, []);
+    api = await startInstance({ redisUrl: redis.url, queue: { prefix: 'keys-outage' }, catalog: { sources: { demo: fixtureTools() } } }, []);
     const seen = await generateKey(api.url, { allowed_servers: ['demo'] });
     const unseen = await generateKey(api.url, {});
     assert.equal((await call(api.url, 'GET', '/v1/catalog', { key: seen.key })).status, 200);

@@ -6,6 +6,7 @@ import pino from 'pino';
 import { RedisFeedbackStore } from '../src/feedback/store.js';
 import { DAY_MS, type FeedbackEvent } from '../src/feedback/types.js';
 import { RedisKeys } from '../src/redis.js';
+import { RedisBus } from '../src/redis/bus.js';
 import { eventually, REDIS_URL, WorkerProcess, writeConfig } from './helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from './helpers/router.js';
 
@@ -25,8 +26,16 @@ describe('feedback with Redis', () => {
   describe('store', () => {
     const storeKeys = new RedisKeys(`${prefix}-store`);
     let now = 1_000 * DAY_MS;
-    const open = () =>
-      new RedisFeedbackStore(new Redis(REDIS_URL), new Redis(REDIS_URL), storeKeys, { maxEvents: 3, maxAgeDays: 10 }, log, () => now);
+    // One bus per store, as one per process: the store closes with its bus.
+    const buses: RedisBus[] = [];
+    after(async () => {
+      for (const bus of buses) await bus.close();
+    });
+    const open = () => {
+      const bus = new RedisBus({ url: REDIS_URL, keys: storeKeys, log, connectionName: `${prefix}-store-${buses.length}` });
+      buses.push(bus);
+      return new RedisFeedbackStore(bus, { maxEvents: 3, maxAgeDays: 10 }, log, () => now);
+    };
     const event = (tool: string, time: number): FeedbackEvent => ({
       id: randomUUID(),
       query: `query for ${tool}`,

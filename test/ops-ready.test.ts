@@ -1,21 +1,21 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startWorker, type CliProcess } from './helpers/ops-processes.js';
-import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
+import { PrivateRedis } from './helpers/redis-server.js';
 import { eventually, writeConfig } from './helpers/processes.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { syntheticTools } from './helpers/synthetic.js';
 
 describe('GET /ready with Redis', () => {
-  const redis = new PrivateRedis(randomRedisPort());
-  const settings = { redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix: 'ops-ready', backoffMs: 100 } };
+  const redis = new PrivateRedis();
+  const settings = () => ({ redisUrl: redis.url, queue: { prefix: 'ops-ready', backoffMs: 100 } });
   let api: RunningRouter;
   let worker: CliProcess | undefined;
   const ready = () => api.request('GET', '/ready');
 
   before(async () => {
     await redis.start();
-    api = await startRouter(settings);
+    api = await startRouter(settings());
   });
   after(async () => {
     await api?.close();
@@ -36,7 +36,7 @@ describe('GET /ready with Redis', () => {
   });
 
   it('is 200 once a worker has built the index', async () => {
-    worker = (await startWorker(writeConfig(settings))).process;
+    worker = (await startWorker(writeConfig(settings()))).process;
     const response = await eventually(ready, (r) => r.status === 200);
     assert.deepEqual(response.body.failing, []);
     assert.deepEqual(response.body.checks, { index: { ok: true }, redis: { ok: true } });

@@ -1,22 +1,22 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
+import { PrivateRedis } from './helpers/redis-server.js';
 import { eventually, WorkerProcess, writeConfig } from './helpers/processes.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { syntheticTools } from './helpers/synthetic.js';
 
 describe('Redis going away', () => {
-  const redis = new PrivateRedis(randomRedisPort());
-  const settings = { redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix: 'outage', backoffMs: 100 } };
+  const redis = new PrivateRedis();
+  const settings = () => ({ redisUrl: redis.url, queue: { prefix: 'outage', backoffMs: 100 } });
   let api: RunningRouter;
   let worker: WorkerProcess;
   const status = async () => (await api.request('GET', '/v1/index/status')).body;
 
   before(async () => {
     await redis.start();
-    worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
+    worker = new WorkerProcess(writeConfig({ ...settings(), logLevel: 'info' }));
     await worker.ready();
-    api = await startRouter(settings);
+    api = await startRouter(settings());
     await api.request('PUT', '/v1/catalog/sources/before', { tools: syntheticTools(10, 'before') });
     await eventually(status, (s) => s.state === 'ready' && s.tools === 10);
   });

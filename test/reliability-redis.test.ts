@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
-import { PrivateRedis, randomRedisPort } from './helpers/private-redis.js';
+import { PrivateRedis } from './helpers/redis-server.js';
 import { eventually, WorkerProcess, writeConfig } from './helpers/processes.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
 import { syntheticTools } from './helpers/synthetic.js';
@@ -36,7 +36,7 @@ async function prefixUsage(redis: Redis, prefix: string): Promise<{ bytes: numbe
 }
 
 describe('Redis outage: authenticated requests fail fast (cases 3 and 9)', () => {
-  const redis = new PrivateRedis(randomRedisPort());
+  const redis = new PrivateRedis();
   let api: RunningRouter;
   let key: string;
 
@@ -44,7 +44,7 @@ describe('Redis outage: authenticated requests fail fast (cases 3 and 9)', () =>
     await redis.start();
     api = await startRouter({
       adminKey: ADMIN_KEY,
-      redisUrl: `redis://127.0.0.1:${redis.port}`,
+      redisUrl: redis.url,
       queue: { prefix: 'rel-outage' },
       security: { authFailuresPerIpPerMinute: 5, perIpPerMinute: 10_000, redisTimeoutMs: 500 },
     });
@@ -96,8 +96,8 @@ describe('Redis outage: authenticated requests fail fast (cases 3 and 9)', () =>
 
 describe('Redis retention after 200 catalog changes (case 7)', () => {
   const prefix = `rel-retention-${process.pid}`;
-  const redis = new PrivateRedis(randomRedisPort());
-  const settings = () => ({ redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix, backoffMs: 100 } });
+  const redis = new PrivateRedis();
+  const settings = () => ({ redisUrl: redis.url, queue: { prefix, backoffMs: 100 } });
   let api: RunningRouter;
   let worker: WorkerProcess;
   let client: Redis;
@@ -142,8 +142,8 @@ describe('Redis retention after 200 catalog changes (case 7)', () => {
 
 describe('a worker killed mid-build (case 11)', () => {
   const prefix = `rel-stalled-${process.pid}`;
-  const redis = new PrivateRedis(randomRedisPort());
-  const settings = () => ({ redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix, backoffMs: 100, lockDurationMs: 4_000, stalledIntervalMs: 1_000 } });
+  const redis = new PrivateRedis();
+  const settings = () => ({ redisUrl: redis.url, queue: { prefix, backoffMs: 100, lockDurationMs: 4_000, stalledIntervalMs: 1_000 } });
   let api: RunningRouter;
   const workers: WorkerProcess[] = [];
 
@@ -184,8 +184,8 @@ describe('a worker killed mid-build (case 11)', () => {
 
 describe('Redis restarted empty (case 4)', () => {
   const prefix = `rel-converge-${process.pid}`;
-  const redis = new PrivateRedis(randomRedisPort());
-  const settings = () => ({ redisUrl: `redis://127.0.0.1:${redis.port}`, queue: { prefix, backoffMs: 100, generationCheckMs: 500 }, ready: { indexGraceMs: 2_000 } });
+  const redis = new PrivateRedis();
+  const settings = () => ({ redisUrl: redis.url, queue: { prefix, backoffMs: 100, generationCheckMs: 500 }, ready: { indexGraceMs: 2_000 } });
   let a: RunningRouter;
   let b: RunningRouter;
   let worker: WorkerProcess;

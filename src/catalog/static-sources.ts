@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { subscribe, withRedis, type RedisKeys } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import type { Catalog, CatalogSnapshot } from './catalog.js';
 
 /**
@@ -12,8 +13,6 @@ export interface StaticSources {
   put(source: string, tools: unknown): Promise<CatalogSnapshot>;
   /** False when there was no such source. */
   delete(source: string): Promise<boolean>;
-  /** Redis lost its data: stores again what this instance holds, and takes what others stored. */
-  resync?(): Promise<void>;
 }
 
 /** Static sources of this process only (no Redis). */
@@ -31,31 +30,37 @@ export class LocalStaticSources implements StaticSources {
 
 /**
  * Static sources shared by every API instance: stored in a Redis hash and announced on a channel, so a source PUT to
- * one instance is searchable (and its tools resolvable) on all of them, and survives restarts.
+ * one instance is searchable (and its tools resolvable) on all of them, and survives restarts. After a reconnect the
+ * whole hash is read again (an announcement sent while this instance was away is lost); after Redis lost its data this
+ * instance stores again what it holds.
  */
 export class RedisStaticSources implements StaticSources {
   private readonly origin = randomUUID();
   /** Stored sources this instance applied, as stored (JSON): what it re-announces after Redis lost its data. */
   private readonly held = new Map<string, string>();
+  private readonly redis: Redis;
+  private readonly keys: RedisKeys;
 
   constructor(
     private readonly catalog: Catalog,
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
-    private readonly keys: RedisKeys,
+    private readonly bus: RedisBus,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.redis = bus.redis;
+    this.keys = bus.keys;
+  }
 
-  /** Loads every stored source, then follows changes made through other instances. */
+  /** Follows changes made through other instances, then loads every stored source. */
   async start(): Promise<void> {
-    this.subscriber.on('message', (channel, message) => {
-      if (channel !== this.keys.staticSourcesChannel) return;
-      const event = JSON.parse(message) as { source: string; origin: string };
-      if (event.origin !== this.origin) void this.reload(event.source);
+    await this.bus.listen(this.keys.staticSourcesChannel, {
+      message: (text) => {
+        const event = JSON.parse(text) as { source: string; origin: string };
+        if (event.origin !== this.origin) void this.reload(event.source);
+      },
+      resync: () => this.reloadAll(),
+      restore: () => this.restore(),
     });
-    await subscribe(this.subscriber, this.keys.staticSourcesChannel, this.log);
-    const stored = await this.redis.hgetall(this.keys.staticSources);
-    for (const [source, tools] of Object.entries(stored)) this.apply(source, tools);
+    await this.reloadAll();
   }
 
   /** Stored first, applied second: if Redis is down the request fails and no instance has changed. */
@@ -80,7 +85,7 @@ export class RedisStaticSources implements StaticSources {
    * Stores every source this instance holds that Redis no longer has (HSETNX: a source stored since, by an instance that
    * was told about it later, wins), then applies everything stored and tells the others to reload.
    */
-  async resync(): Promise<void> {
+  private async restore(): Promise<void> {
     for (const [source, tools] of this.held) await this.redis.hsetnx(this.keys.staticSources, source, tools);
     const stored = await this.redis.hgetall(this.keys.staticSources);
     for (const [source, tools] of Object.entries(stored)) {
@@ -89,7 +94,24 @@ export class RedisStaticSources implements StaticSources {
     }
   }
 
-  /** Best effort: the source is stored; an instance that misses this hears of it at its next start. */
+  /**
+   * Makes this instance's stored sources what Redis holds: applies what changed, and drops what another instance deleted
+   * meanwhile. Sources from the config file are not in `held`, so they stay.
+   */
+  private async reloadAll(): Promise<void> {
+    const stored = await this.redis.hgetall(this.keys.staticSources);
+    for (const [source, tools] of Object.entries(stored)) {
+      if (this.held.get(source) !== tools) this.apply(source, tools);
+    }
+    for (const source of [...this.held.keys()]) {
+      if (stored[source] === undefined) {
+        this.catalog.removeSource(source);
+        this.held.delete(source);
+      }
+    }
+  }
+
+  /** Best effort: the source is stored; an instance that misses this re-reads every source when it reconnects. */
   private async announce(source: string): Promise<void> {
     try {
       await this.redis.publish(this.keys.staticSourcesChannel, JSON.stringify({ source, origin: this.origin }));

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Embedder } from '../embedding/embedder.js';
 import type { ScoredName } from '../index/lexical.js';
 import type { Metrics } from '../metrics.js';
-import { connectRedis, type RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import type { FeedbackSignal } from '../search/search.js';
 import { FeedbackNeighbours } from './neighbours.js';
 import { MemoryFeedbackStore, RedisFeedbackStore, type FeedbackStore } from './store.js';
@@ -108,29 +108,29 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
   }
 }
 
-/** What `startFeedback` takes: the `feedback` slice and where to keep events, handed in by the assembly. */
+/** What `startFeedback` takes: the `feedback` slice and the router's metrics, handed in by the assembly (events go to the bus when there is one). */
 export interface FeedbackStartOptions {
   settings: FeedbackSettings;
-  /** Events in Redis, shared by every instance; unset: in this process's memory. */
-  redisUrl?: string;
-  /** The deployment's key names (queue.prefix). */
-  keys: RedisKeys;
   metrics?: Metrics;
 }
 
 /**
- * The feedback service of a process: events in Redis when `redisUrl` is set (shared by every instance, kept across
- * restarts), in memory otherwise. Undefined when `feedback.enabled` is false.
+ * The feedback service of a process: events in Redis when the process has a Redis bus (shared by every instance, kept
+ * across restarts), in memory otherwise. Undefined when `feedback.enabled` is false.
  */
-export async function startFeedback(options: FeedbackStartOptions, embedder: Embedder, log: Logger, now?: () => number): Promise<FeedbackService | undefined> {
+export async function startFeedback(
+  options: FeedbackStartOptions,
+  embedder: Embedder,
+  log: Logger,
+  bus?: RedisBus,
+  now?: () => number,
+): Promise<FeedbackService | undefined> {
   const { settings } = options;
   if (!settings.enabled) return undefined;
   const retention = { maxEvents: settings.maxEvents, maxAgeDays: settings.maxAgeDays };
   let store: FeedbackStore;
-  if (options.redisUrl) {
-    const redis = connectRedis(options.redisUrl, 'toolrouter-feedback', log);
-    const subscriber = connectRedis(options.redisUrl, 'toolrouter-feedback-events', log);
-    store = new RedisFeedbackStore(redis, subscriber, options.keys, retention, log, now);
+  if (bus) {
+    store = new RedisFeedbackStore(bus, retention, log, now);
   } else {
     store = new MemoryFeedbackStore(retention, now);
   }

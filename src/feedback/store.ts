@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { subscribe, withRedis, type RedisKeys } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import { DAY_MS, type FeedbackEvent } from './types.js';
 
 /** What a store keeps: the newest `maxEvents` events, none older than `maxAgeDays`. */
@@ -105,44 +106,41 @@ return 1
 
 /**
  * Events shared by every API instance, surviving restarts: a sorted set under the deployment's key prefix, and a
- * channel on which each append is announced to the other instances (an instance ignores its own announcements).
+ * channel on which each append is announced to the other instances (an instance ignores its own announcements). After a
+ * reconnect the retained events are read again and handed on like announcements (the receiver ignores ids it holds),
+ * since what was announced while this instance was away is lost.
  */
 export class RedisFeedbackStore implements FeedbackStore {
   private readonly origin = Math.random().toString(36).slice(2, 12);
+  private readonly redis: Redis;
+  private readonly keys: RedisKeys;
 
   constructor(
-    private readonly redis: Redis,
-    private readonly subscriber: Redis,
-    private readonly keys: RedisKeys,
+    private readonly bus: RedisBus,
     private readonly retention: Retention,
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.redis = bus.redis;
+    this.keys = bus.keys;
+  }
 
   async start(onRemote: (event: FeedbackEvent) => void): Promise<FeedbackEvent[]> {
-    const channel = this.keys.feedbackChannel;
-    this.subscriber.on('message', (from, message) => {
-      if (from !== channel) return;
-      const space = message.indexOf(' ');
-      if (message.slice(0, space) === this.origin) return;
-      try {
-        onRemote(decodeEvent(message.slice(space + 1)));
-      } catch (error) {
-        this.log.warn({ err: error }, 'ignoring a malformed feedback event announcement');
-      }
+    await this.bus.listen(this.keys.feedbackChannel, {
+      message: (message) => {
+        const space = message.indexOf(' ');
+        if (message.slice(0, space) === this.origin) return;
+        try {
+          onRemote(decodeEvent(message.slice(space + 1)));
+        } catch (error) {
+          this.log.warn({ err: error }, 'ignoring a malformed feedback event announcement');
+        }
+      },
+      resync: async () => {
+        for (const event of await this.retained()) onRemote(event);
+      },
     });
-    await subscribe(this.subscriber, channel, this.log);
-    const cutoff = this.now() - this.retention.maxAgeDays * DAY_MS;
-    const stored = await this.redis.zrangebyscore(this.keys.feedbackEvents, cutoff, '+inf');
-    const events: FeedbackEvent[] = [];
-    for (const member of stored.slice(-this.retention.maxEvents)) {
-      try {
-        events.push(decodeEvent(member.slice(member.indexOf(' ') + 1)));
-      } catch (error) {
-        this.log.warn({ err: error }, 'skipping a malformed stored feedback event');
-      }
-    }
-    return events;
+    return this.retained();
   }
 
   async append(event: FeedbackEvent): Promise<void> {
@@ -163,8 +161,21 @@ export class RedisFeedbackStore implements FeedbackStore {
     );
   }
 
-  async close(): Promise<void> {
-    this.redis.disconnect();
-    this.subscriber.disconnect();
+  /** The bus is the process's and closes with it. */
+  async close(): Promise<void> {}
+
+  /** Every retained event, oldest first: at most maxEvents (the append script trims to that, so this is bounded). */
+  private async retained(): Promise<FeedbackEvent[]> {
+    const cutoff = this.now() - this.retention.maxAgeDays * DAY_MS;
+    const stored = await this.redis.zrangebyscore(this.keys.feedbackEvents, cutoff, '+inf');
+    const events: FeedbackEvent[] = [];
+    for (const member of stored.slice(-this.retention.maxEvents)) {
+      try {
+        events.push(decodeEvent(member.slice(member.indexOf(' ') + 1)));
+      } catch (error) {
+        this.log.warn({ err: error }, 'skipping a malformed stored feedback event');
+      }
+    }
+    return events;
   }
 }

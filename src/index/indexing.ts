@@ -4,7 +4,7 @@ import type { Catalog } from '../catalog/catalog.js';
 import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { Metrics } from '../metrics.js';
-import { connectRedis, type RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import { MemoryEmbeddingCache } from './embedding-cache.js';
 import { LocalIndexPipeline } from './local-pipeline.js';
 import { IndexManager, type IndexPipeline } from './manager.js';
@@ -15,10 +15,6 @@ import type { HnswSettings, LexicalSettings, QueueSettings } from './settings.js
 
 /** What `startIndexing` takes: the index's slices of the configuration, handed in by the assembly (src/server.ts). */
 export interface IndexingOptions {
-  /** The shared pipeline through Redis and BullMQ workers; unset: indexes are built in this process. */
-  redisUrl?: string;
-  /** The deployment's key names (queue.prefix), constructed once per process by the assembly. */
-  keys: RedisKeys;
   separator: string;
   lexical: LexicalSettings;
   hnsw: HnswSettings;
@@ -31,23 +27,24 @@ export interface Indexing {
   indexes: IndexManager;
   pipeline: IndexPipeline;
   sources: StaticSources;
-  /** The shared pipeline's Redis connection (unset in-process), for readiness checks. */
+  /** The bus's command connection (unset in-process), for readiness checks. */
   redis?: Redis;
   close(): Promise<void>;
 }
 
 /**
- * Sets up how the catalog becomes a live index: through Redis and BullMQ workers when `redisUrl` is set (shared by
- * every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
+ * Sets up how the catalog becomes a live index: through Redis and BullMQ workers when the process has a Redis bus
+ * (shared by every API instance), otherwise in this process. Either way the catalog's changes drive it from here on.
  */
 export async function startIndexing(
   options: IndexingOptions,
   catalog: Catalog,
   embedder: Embedder,
   log: Logger,
+  bus?: RedisBus,
 ): Promise<Indexing> {
   const { metrics } = options;
-  if (!options.redisUrl) {
+  if (!bus) {
     const indexes = new IndexManager(catalog.snapshot());
     const onBuilt = (stats: BuildStats, index: SearchIndex) => {
       metrics?.indexBuildDuration.observe(stats.durationMs / 1000);
@@ -68,23 +65,13 @@ export async function startIndexing(
     return { indexes, pipeline, sources: new LocalStaticSources(catalog), close: () => pipeline.close() };
   }
 
-  const { keys } = options;
-  const redis = connectRedis(options.redisUrl, 'toolrouter-api', log);
-  const subscriber = connectRedis(options.redisUrl, 'toolrouter-api-events', log);
-  const close = async () => {
-    redis.disconnect();
-    subscriber.disconnect();
-  };
   try {
-    const sources = new RedisStaticSources(catalog, redis, subscriber, keys, log);
+    const sources = new RedisStaticSources(catalog, bus, log);
     // Stored static sources first: the catalog must be complete before it is compared with the stored index.
     await sources.start();
     const indexes = new IndexManager(catalog.snapshot());
     const pipeline = new RedisIndexPipeline(indexes, {
-      redisUrl: options.redisUrl,
-      redis,
-      subscriber,
-      keys,
+      bus,
       model: embedder.modelId,
       separator: options.separator,
       lexical: options.lexical,
@@ -95,19 +82,10 @@ export async function startIndexing(
     });
     await pipeline.start();
     follow(catalog, indexes, pipeline, log, metrics);
-    return {
-      indexes,
-      pipeline,
-      sources,
-      redis,
-      close: async () => {
-        await pipeline.close();
-        await close();
-      },
-    };
+    // The bus is the process's: whoever opened it closes it.
+    return { indexes, pipeline, sources, redis: bus.redis, close: () => pipeline.close() };
   } catch (error) {
-    await close();
-    throw new Error(`could not start the Redis index pipeline at ${redactUrl(options.redisUrl)}: ${(error as Error).message}`, { cause: error });
+    throw new Error(`could not start the Redis index pipeline at ${bus.location}: ${(error as Error).message}`, { cause: error });
   }
 }
 
@@ -121,8 +99,4 @@ function follow(catalog: Catalog, indexes: IndexManager, pipeline: IndexPipeline
     void pipeline.update(snapshot).catch((error: unknown) => log.error({ err: error }, 'index update failed'));
   catalog.on('change', update);
   update();
-}
-
-function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
 }

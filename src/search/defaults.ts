@@ -1,9 +1,12 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { connectRedis, RedisKeys, subscribe, withRedis } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis.js';
+import type { RedisBus } from '../redis/bus.js';
 import type { FusionMethod, FusionWeights } from './fusion.js';
 import type { SearchService } from './search.js';
+import { ToolrouterError } from '../errors.js';
+import { FUSION_METHODS, fusionMethodSchema, mergeWeights, weightSchema } from './weights.js';
 
 /** The part of the search defaults an operator may change at run time. */
 export interface FusionDefaults {
@@ -30,18 +33,11 @@ export interface SearchDefaults {
   close(): Promise<void>;
 }
 
-export async function startSearchDefaults(
-  search: SearchService,
-  options: { redisUrl?: string; keys: RedisKeys; log: Logger },
-): Promise<SearchDefaults> {
-  if (!options.redisUrl) return new LocalSearchDefaults(search);
-  const defaults = new RedisSearchDefaults(search, options.redisUrl, options.keys, options.log);
-  try {
-    await defaults.start();
-  } catch (error) {
-    await defaults.close();
-    throw error;
-  }
+/** Shared through the process's Redis bus when it has one, else for this process only. */
+export async function startSearchDefaults(search: SearchService, options: { bus?: RedisBus; log: Logger }): Promise<SearchDefaults> {
+  if (!options.bus) return new LocalSearchDefaults(search);
+  const defaults = new RedisSearchDefaults(search, options.bus, options.log);
+  await defaults.start();
   return defaults;
 }
 
@@ -85,14 +81,13 @@ class LocalSearchDefaults implements SearchDefaults {
   }
 }
 
-const weight = z.number().finite().min(0).max(1000);
 const announcement = z.object({
   version: z.number().int(),
   applied: z
     .object({
       // Other signals' weights, should fusion gain some, travel along.
-      weights: z.object({ bm25: weight, vector: weight }).catchall(weight),
-      fusion: z.enum(['weighted', 'rrf']),
+      weights: z.object({ bm25: weightSchema, vector: weightSchema }).catchall(weightSchema),
+      fusion: fusionMethodSchema,
       appliedAt: z.string(),
     })
     .nullable(),
@@ -112,6 +107,18 @@ return text
 `;
 
 /**
+ * After Redis lost its data: the counter goes back up to the version this instance holds (else the next change would
+ * get a version every instance ignores as old), and the applied defaults are stored again unless another instance got
+ * there first (SET NX; instances that heard the same announcements store the same text).
+ */
+const RESTORE_SCRIPT = `
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[2], ARGV[2], 'NX') end
+return 1
+`;
+
+/**
  * Shared by every API instance: the applied defaults are stored under one key (read at start and after a reconnect, so
  * a restarted or new instance serves them too) and announced on a channel. Each change takes a version from a Redis
  * counter and goes out with SET and PUBLISH in one script; an instance ignores anything not newer than what it has, so
@@ -119,30 +126,31 @@ return text
  */
 class RedisSearchDefaults extends LocalSearchDefaults {
   private readonly redis: Redis;
-  private readonly subscriber: Redis;
+  private readonly keys: RedisKeys;
   private version = 0;
+  /** The announcement this instance last adopted, as stored: what it stores again after Redis lost its data. */
+  private adopted = '';
 
   constructor(
     search: SearchService,
-    redisUrl: string,
-    private readonly keys: RedisKeys,
+    private readonly bus: RedisBus,
     private readonly log: Logger,
   ) {
     super(search);
-    this.redis = connectRedis(redisUrl, 'toolrouter-api-settings', log);
-    this.subscriber = connectRedis(redisUrl, 'toolrouter-api-settings-events', log);
+    this.redis = bus.redis;
+    this.keys = bus.keys;
   }
 
   async start(): Promise<void> {
-    this.subscriber.on('message', (channel, message) => {
-      if (channel === this.keys.searchSettingsChannel) this.receive(message, 'announced');
+    // Subscribed before reading, so a change made in between is not missed; the version check orders the two. After
+    // an outage the bus renews the subscription and calls `resync`: what was announced meanwhile is lost, read it again.
+    await this.bus.listen(this.keys.searchSettingsChannel, {
+      message: (text) => this.receive(text, 'announced'),
+      resync: () => this.sync(),
+      restore: async () => {
+        await this.redis.eval(RESTORE_SCRIPT, 2, this.keys.searchSettingsVersion, this.keys.searchSettings, String(this.version), this.adopted);
+      },
     });
-    // After an outage the subscription comes back by itself, but what was announced meanwhile is lost: read it again.
-    this.subscriber.on('ready', () => {
-      this.sync().catch((error: unknown) => this.log.warn({ err: error }, 'could not read the search settings from Redis'));
-    });
-    // Subscribed before reading, so a change made in between is not missed; the version check orders the two.
-    await subscribe(this.subscriber, this.keys.searchSettingsChannel, this.log);
     await this.sync();
   }
 
@@ -157,21 +165,15 @@ class RedisSearchDefaults extends LocalSearchDefaults {
 
   override async apply(defaults: FusionDefaults): Promise<FusionDefaultsState> {
     // Checked here first: a bad setting must not reach the other instances.
-    if (!announcement.shape.applied.safeParse({ ...defaults, appliedAt: '' }).success || defaults.weights.bm25 + defaults.weights.vector <= 0) {
-      throw new RangeError('weights must be finite, 0 to 1000, and bm25 + vector must be positive');
-    }
-    await this.announce({ weights: { ...defaults.weights } as FusionWeights & Record<string, number>, fusion: defaults.fusion, appliedAt: new Date().toISOString() });
+    const weights = mergeWeights(defaults.weights, undefined);
+    if (!fusionMethodSchema.safeParse(defaults.fusion).success) throw new ToolrouterError('invalid_request', `fusion must be ${FUSION_METHODS.join(' or ')}`, { param: 'fusion' });
+    await this.announce({ weights: { ...weights } as FusionWeights & Record<string, number>, fusion: defaults.fusion, appliedAt: new Date().toISOString() });
     return this.state();
   }
 
   override async reset(): Promise<FusionDefaultsState> {
     await this.announce(null);
     return this.state();
-  }
-
-  override async close(): Promise<void> {
-    this.redis.disconnect();
-    this.subscriber.disconnect();
   }
 
   private async announce(applied: Announcement['applied']): Promise<void> {
@@ -209,6 +211,7 @@ class RedisSearchDefaults extends LocalSearchDefaults {
       return;
     }
     this.version = parsed.version;
+    this.adopted = text;
     this.log.info({ how, version: parsed.version, weights: this.search.settings.weights, fusion: this.search.settings.fusion }, 'search defaults changed');
   }
 }

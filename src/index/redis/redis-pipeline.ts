@@ -3,7 +3,8 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogSnapshot } from '../../catalog/catalog.js';
 import { encodeSnapshot } from '../../catalog/snapshot-codec.js';
-import { subscribe, type RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis.js';
+import type { RedisBus } from '../../redis/bus.js';
 import { deserializeIndex } from '../artifact.js';
 import type { LexicalSettings } from '../lexical.js';
 import type { IndexManager, IndexPipeline } from '../manager.js';
@@ -12,11 +13,8 @@ import type { BuildJobData } from './build-job.js';
 import { DEFAULT_RETENTION, registerAndTrim, type Retention } from './retention.js';
 
 export interface RedisPipelineOptions {
-  redisUrl: string;
-  redis: Redis;
-  /** A second connection: a subscribed Redis connection can do nothing else. */
-  subscriber: Redis;
-  keys: RedisKeys;
+  /** The process's Redis bus: its command connection also carries the BullMQ queue, its subscriber the swap events. */
+  bus: RedisBus;
   model: string;
   separator: string;
   lexical: LexicalSettings;
@@ -52,32 +50,42 @@ export class RedisIndexPipeline implements IndexPipeline {
   private readonly queue: Queue<BuildJobData>;
   private readonly store: ArtifactStore;
   private readonly waiters = new Set<() => void>();
+  private readonly redis: Redis;
+  private readonly keys: RedisKeys;
   private closed = false;
 
   constructor(
     private readonly manager: IndexManager,
     private readonly options: RedisPipelineOptions,
   ) {
-    this.store = new ArtifactStore(options.redis, options.keys, options.model, options.retention);
-    // BullMQ manages (and watches) its own connection; blocking commands need maxRetriesPerRequest null.
-    this.queue = new Queue<BuildJobData>(options.keys.indexQueue, { connection: { url: options.redisUrl, maxRetriesPerRequest: null } });
+    this.redis = options.bus.redis;
+    this.keys = options.bus.keys;
+    this.store = new ArtifactStore(this.redis, this.keys, options.model, options.retention);
+    // A Queue only adds and reads jobs (no blocking commands), so BullMQ takes the shared connection as it is and leaves
+    // it open on close. "Index built" reaches the API as an event on the bus (ArtifactStore.publish), not through
+    // QueueEvents, which would need a blocking connection of its own.
+    this.queue = new Queue<BuildJobData>(this.keys.indexQueue, { connection: this.redis });
     this.queue.on('error', (error) => options.log.warn({ err: error }, 'index queue error'));
     manager.on('swapped', () => this.wake());
     manager.on('failed', () => this.wake());
   }
 
-  /** Subscribes to swaps and loads the index Redis already points at, so a restarted instance serves at once. */
+  /**
+   * Subscribes to swaps and loads the index Redis already points at, so a restarted instance serves at once. After a
+   * reconnect the pointer is read again (a swap announced meanwhile is lost; installs only go forward, so reading an
+   * index already live changes nothing), and after Redis lost its data the build of this instance's catalog is asked
+   * for again.
+   */
   async start(): Promise<void> {
-    const { subscriber, keys, model, log } = this.options;
-    subscriber.on('message', (channel, message) => {
-      if (channel !== keys.indexChannel(model)) return;
-      void this.onEvent(JSON.parse(message) as IndexEvent).catch((error: unknown) =>
-        log.error({ err: error }, 'could not apply index event'),
-      );
+    const { model, log } = this.options;
+    await this.options.bus.listen(this.keys.indexChannel(model), {
+      message: (text) => {
+        void this.onEvent(JSON.parse(text) as IndexEvent).catch((error: unknown) => log.error({ err: error }, 'could not apply index event'));
+      },
+      resync: () => this.loadPointer(),
+      restore: () => this.resync(),
     });
-    await subscribe(subscriber, keys.indexChannel(model), log);
-    const pointer = await this.store.pointer();
-    if (pointer) await this.load(pointer.hash, pointer.version);
+    await this.loadPointer();
   }
 
   async update(snapshot: CatalogSnapshot): Promise<void> {
@@ -92,9 +100,8 @@ export class RedisIndexPipeline implements IndexPipeline {
    * every instance ends on one catalog and one index built for it.
    */
   async resync(): Promise<void> {
-    const { redis, keys } = this.options;
     if (Number.isFinite(this.manager.version)) {
-      await redis.eval(RAISE_VERSION, 1, keys.catalogVersion, String(this.manager.version));
+      await this.redis.eval(RAISE_VERSION, 1, this.keys.catalogVersion, String(this.manager.version));
     }
     void this.manager.track(this.requestWithRetry(this.manager.target, false));
   }
@@ -102,13 +109,13 @@ export class RedisIndexPipeline implements IndexPipeline {
   /** Why the current catalog's index is not live yet; undefined when it is, or when nothing is queued for it. */
   async buildWait(): Promise<BuildWait | undefined> {
     const target = this.manager.target.catalogHash;
-    // The queue's connection would wait out an outage; the status answers without a reason instead.
-    if (this.manager.current?.catalogHash === target || this.options.redis.status !== 'ready') return undefined;
+    // Commands would wait out an outage; the status answers without a reason instead.
+    if (this.manager.current?.catalogHash === target || this.redis.status !== 'ready') return undefined;
     const job = await this.queue.getJob(target);
     if (!job?.id) return undefined;
     const state = await job.getState();
     if (state === 'active') {
-      const lockMs = await this.options.redis.pttl(`${this.queue.toKey(job.id)}:lock`);
+      const lockMs = await this.redis.pttl(`${this.queue.toKey(job.id)}:lock`);
       const stalledMs = this.options.stalledIntervalMs ?? 30_000;
       if (lockMs < 0) {
         return {
@@ -183,7 +190,8 @@ export class RedisIndexPipeline implements IndexPipeline {
    * (the catalog changed back, or another instance got there first) is promoted without a build.
    */
   private async request(snapshot: CatalogSnapshot, force: boolean): Promise<void> {
-    const { redis, keys, model, separator, job } = this.options;
+    const { redis, keys } = this;
+    const { model, separator, job } = this.options;
     const version = await redis.incr(keys.catalogVersion);
     await redis
       .multi()
@@ -233,6 +241,13 @@ export class RedisIndexPipeline implements IndexPipeline {
     } else {
       this.wake();
     }
+  }
+
+  private async loadPointer(): Promise<void> {
+    const pointer = await this.store.pointer();
+    if (pointer) await this.load(pointer.hash, pointer.version);
+    // A build's "failed" or "superseded" may have been missed too: whoever waits looks at the state again.
+    this.wake();
   }
 
   private async load(catalogHash: string, version: number): Promise<void> {

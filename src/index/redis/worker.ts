@@ -2,7 +2,8 @@ import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { createEmbedder, type EmbedderOptions } from '../../embedding/embedder.js';
 import type { Metrics } from '../../metrics.js';
-import { connectRedis, type RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis.js';
+import { RedisBus } from '../../redis/bus.js';
 import type { HnswSettings, LexicalSettings, QueueSettings } from '../settings.js';
 import { ArtifactStore } from './artifact-store.js';
 import { runBuildJob, type BuildJobData, type BuildJobResult } from './build-job.js';
@@ -30,8 +31,14 @@ export interface IndexWorker {
 export async function startIndexWorker(options: IndexWorkerOptions, log: Logger): Promise<IndexWorker> {
   if (!options.redisUrl) throw new Error('the index worker needs REDIS_URL');
   const { keys } = options;
-  const redis = connectRedis(options.redisUrl, 'toolrouter-worker', log);
-  const embedder = await createEmbedder(options.embedding);
+  // The worker listens on no channel, so its bus is one command connection; BullMQ's Worker opens its own two (a
+  // blocking BZPOPMIN must not stall other commands, and BullMQ refuses a shared connection that retries commands).
+  const bus = new RedisBus({ url: options.redisUrl, keys, log, connectionName: `toolrouter-worker:${keys.prefix}:${process.pid}` });
+  const { redis } = bus;
+  const embedder = await createEmbedder(options.embedding).catch(async (error: unknown) => {
+    await bus.close();
+    throw error;
+  });
   const deps = {
     redis,
     keys,
@@ -51,7 +58,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
       return result;
     },
     {
-      connection: { url: options.redisUrl, maxRetriesPerRequest: null },
+      connection: { url: options.redisUrl, maxRetriesPerRequest: null, connectionName: `${bus.connectionName}:bullmq` },
       concurrency: 1,
       lockDuration: options.queue.lockDurationMs,
       stalledInterval: options.queue.stalledIntervalMs,
@@ -73,7 +80,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
   return {
     close: async () => {
       await worker.close();
-      redis.disconnect();
+      await bus.close();
     },
   };
 }
