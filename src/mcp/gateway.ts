@@ -20,6 +20,7 @@ import { IndexNotReadyError, type SearchService } from '../search/search.js';
 import type { StartupGate, UpstreamNotes } from './startup.js';
 import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
+import { SearchLedger } from './feedback-capture.js';
 
 export interface GatewaySettings {
   /**
@@ -81,8 +82,10 @@ export interface GatewayEvents {
  * catalog sources have nobody to forward a call to.
  */
 export class McpGateway extends EventEmitter<GatewayEvents> {
-  /** Learning from usage: each MCP session records a search followed by a call of a found tool (src/feedback/capture.ts). */
+  /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/feedback-capture.ts). */
   feedback: FeedbackRecorder | undefined;
+  /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
+  readonly searches: SearchLedger;
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -98,6 +101,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     private readonly startupGate?: StartupGate,
   ) {
     super();
+    this.searches = new SearchLedger(() => this.feedback, log);
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
     this.setMaxListeners(0);
@@ -161,6 +165,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
               description: 'Matching tools, best first: full tool definitions plus score',
               items: { type: 'object', properties: { name: { type: 'string' }, score: { type: 'number' } }, required: ['name'] },
             },
+            search_id: { type: 'string', description: `Pass to ${callToolName} with the tool you choose from this result` },
           },
           required: ['tools'],
         },
@@ -177,6 +182,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
           properties: {
             name: { type: 'string', minLength: 1, description: `Exact tool name as ${searchToolName} returned it` },
             arguments: { type: 'object', description: "The tool's arguments, matching its inputSchema", additionalProperties: true },
+            search_id: { type: 'string', description: `The search_id of the ${searchToolName} result the tool was found in, when there was one` },
           },
           required: ['name'],
           additionalProperties: false,
