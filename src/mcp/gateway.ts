@@ -236,7 +236,10 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    * cursor is an opaque offset bound to the query it was issued for.
    */
   async listTools(params: { cursor?: string; query?: string } = {}, access: Access = Access.open): Promise<{ tools: Tool[]; nextCursor?: string }> {
-    const query = params.query?.trim() ? params.query.trim() : undefined;
+    const asked = params.query?.trim() ? params.query.trim() : undefined;
+    // A query's cursor carries the query: a client that pages with the cursor alone (as generic clients do, not knowing
+    // SEP-1821) continues the same query; one that sends both must send the same query.
+    const query = asked ?? (params.cursor === undefined ? undefined : queryOfCursor(params.cursor));
     const offset = params.cursor === undefined ? 0 : decodeCursor(params.cursor, query);
     let tools: Tool[];
     if (query !== undefined) {
@@ -438,7 +441,17 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 }
 
 function encodeCursor(offset: number, query: string | undefined): string {
-  return Buffer.from(JSON.stringify({ o: offset, q: queryKey(query) })).toString('base64url');
+  return Buffer.from(JSON.stringify(query === undefined ? { o: offset, q: queryKey(query) } : { o: offset, q: queryKey(query), t: query })).toString('base64url');
+}
+
+/** The query a cursor was issued for, when it carries one (bounded: queries are at most maxQueryLength). */
+function queryOfCursor(cursor: string): string | undefined {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { t?: unknown };
+    return typeof parsed.t === 'string' && parsed.t.trim() !== '' ? parsed.t : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function decodeCursor(cursor: string, query: string | undefined): number {
