@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListToolsResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { startModernHttpFixture, type ModernHttpFixture } from './fixtures/mcp/modern-server.js';
-import { ADMIN_KEY, generateKey } from './helpers/keys.js';
+import { ADMIN_KEY, call, generateKey } from './helpers/keys.js';
 import { stdioFixtureServer, textOf, waitFor } from './helpers/mcp.js';
 import { REPO_ROOT } from './helpers/paths.js';
 import { startRouter, type RunningRouter } from './helpers/router.js';
@@ -61,7 +61,8 @@ describe('MCP revisions on one toolrouter: 2026-07-28 (v2 SDK) and 2025-11-25 (1
         pingIntervalMs: 500,
       },
     });
-    await waitFor('all upstreams connected', () => api.router.mcp.upstreams.status().every((server) => server.state === 'connected'), 20_000);
+    await api.router.mcp.upstreams.settled();
+    await waitFor('all upstreams connected', () => api.router.mcp.upstreams.status().every((server) => server.state === 'connected'), 60_000);
     await api.indexed();
     filesKey = await generateKey(api.url, { allowed_servers: ['files'] });
   });
@@ -74,6 +75,11 @@ describe('MCP revisions on one toolrouter: 2026-07-28 (v2 SDK) and 2025-11-25 (1
   it('aggregates upstreams of both revisions (a 1.x server, a v2 server over stdio and over HTTP)', async () => {
     const catalog = api.router.catalog.snapshot().entries.map((entry) => entry.tool.name);
     for (const name of ['files__echo', 'modern__forecast', 'modern__convert_units', 'weather__forecast']) assert.ok(catalog.includes(name), name);
+    // Each upstream on the newest revision it speaks: the 1.x server on 2025-11-25, the v2 servers on 2026-07-28.
+    const revisions = Object.fromEntries(api.router.mcp.upstreams.status().map((status) => [status.name, status.revision]));
+    assert.deepEqual(revisions, { files: '2025-11-25', modern: MODERN, weather: MODERN });
+    const echoed = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: ADMIN_KEY, body: { name: 'modern__server_revision', arguments: {} } });
+    assert.equal(echoed.body.content[0].text, 'modern', JSON.stringify(echoed.body));
   });
 
   it('a v2 client on 2026-07-28 lists, queries (SEP-1821), searches and calls, without a session', async () => {

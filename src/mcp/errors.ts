@@ -1,3 +1,4 @@
+import { SdkHttpError } from '@modelcontextprotocol/client';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
@@ -34,6 +35,13 @@ export function withoutRepeatedCode(message: string): string {
  * generic "connection closed".
  */
 export function describeUpstreamError(error: unknown, http?: HttpFailure): string {
+  // The v2 client's HTTP failure (upstream connections): the status is in its data.
+  if (error instanceof SdkHttpError && error.status > 0) {
+    const body = error.message.replace(/^(Error POSTing to endpoint|Failed to open SSE stream): ?/, '').trim();
+    const known = http && http.status === error.status ? http : { status: error.status, statusText: error.statusText ?? '' };
+    const challenge = known.wwwAuthenticate ? ` (WWW-Authenticate: ${excerpt(known.wwwAuthenticate)})` : '';
+    return `HTTP ${known.status}${known.statusText ? ` ${known.statusText}` : ''}${challenge}${body ? `: ${excerpt(body)}` : ''}`;
+  }
   if (error instanceof StreamableHTTPError && (error.code ?? 0) > 0) {
     const body = error.message.replace(/^Streamable HTTP error: (Error POSTing to endpoint|Failed to open SSE stream): ?/, '').trim();
     const status = http && http.status === error.code ? `HTTP ${http.status}${http.statusText ? ` ${http.statusText}` : ''}` : `HTTP ${error.code}`;
