@@ -7,7 +7,7 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { validateTools } from '../catalog/validate.js';
 import type { z } from 'zod';
-import { describeUpstreamError, withoutRepeatedCode, type HttpFailure } from './errors.js';
+import { bodyExcerpt, describeUpstreamError, withoutRepeatedCode, type HttpFailure } from './errors.js';
 import { listFeatures, NO_FEATURES, servesUri, type UpstreamFeatures } from './features.js';
 import { applyTransform, mapArguments, transformServer, type ToolTransform } from './transform.js';
 import { IMPLEMENTATION } from './version.js';
@@ -586,7 +586,8 @@ export class UpstreamConnection {
     const response = await fetch(input, init);
     if (!response.ok) {
       const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
-      this.lastHttpFailure = { status: response.status, statusText: response.statusText, ...(wwwAuthenticate ? { wwwAuthenticate } : {}) };
+      const body = await bodyExcerpt(response);
+      this.lastHttpFailure = { status: response.status, statusText: response.statusText, ...(wwwAuthenticate ? { wwwAuthenticate } : {}), body };
     }
     return response;
   };
