@@ -163,16 +163,33 @@ describe('MCP revisions on one toolrouter: 2026-07-28 (v2 SDK) and 2025-11-25 (1
   });
 });
 
-describe('MCP revisions: stateless feedback pairing', () => {
+describe('MCP revisions: stateless requests on an open service', () => {
   let api: RunningRouter;
 
   before(async () => {
-    api = await startRouter({ mcp: { search: true, servers: { files: stdioFixtureServer() } } });
+    api = await startRouter({ mcp: { search: true, pageSize: 1, queryLimit: 3, servers: { files: stdioFixtureServer() } } });
     await api.router.mcp.upstreams.settled();
     await api.indexed();
   });
   after(async () => {
     await api?.close();
+  });
+
+  it('marks lists public (everyone sees the same) and continues a query from its cursor alone', async () => {
+    const { client } = await modernClient(api.url);
+    try {
+      const first = (await client.listTools({ query: 'add two numbers together' } as never, { cacheMode: 'bypass' })) as any;
+      assert.equal(first.cacheScope, 'public');
+      assert.ok(first.ttlMs > 0);
+      // The v2 client's listTools() follows nextCursor on its own, sending the cursor without the query.
+      assert.equal(first.tools.length, 3, 'all pages of the query, not the unfiltered list');
+      assert.ok(first.tools.every((tool: { name: string }) => tool.name.startsWith('files__')), JSON.stringify(first.tools.map((tool: any) => tool.name)));
+      const page = (await client.listTools({ query: 'add two numbers together' } as never, { cacheMode: 'bypass' })) as any;
+      assert.deepEqual(page.tools.map((tool: any) => tool.name), first.tools.map((tool: any) => tool.name));
+      await assert.rejects(client.request({ method: 'tools/list', params: { query: 'something else', cursor: 'not-a-cursor' } } as never), /invalid cursor/);
+    } finally {
+      await client.close();
+    }
   });
 
   it('pairs a search with a later call through the search_id in the search_tools result, with no session', async () => {
