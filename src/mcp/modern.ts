@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { Access } from '../auth/access.js';
 import { McpFeedback } from './feedback-capture.js';
 import type { McpGateway } from './gateway.js';
-import { callTool, featureSignature, instructions, listTools, rpc, type CallContext } from './server.js';
+import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
 import { IMPLEMENTATION } from './version.js';
 
 /**
@@ -27,17 +27,11 @@ import { IMPLEMENTATION } from './version.js';
  * gateway's events. The behaviour is McpGateway's and the request handlers shared with the 2025 face (server.ts).
  */
 
-/** The revision this face serves. */
-export const MODERN_REVISION = '2026-07-28';
-
 /**
  * How long a client may reuse a complete list result (`ttlMs`). Changes are pushed through subscriptions/listen, so a
  * listening client learns of them at once; this only bounds how stale a client that does not listen can get.
  */
 export const LIST_TTL_MS = 30_000;
-
-/** `_meta` key of the answer's upstream notes (shared with the 2025 face). */
-const UPSTREAMS_META = 'toolrouter/upstreams';
 
 /**
  * Capabilities on the stateless revision: tools (with SEP-1821 `filtering`), resources and prompts, each with change

@@ -51,8 +51,10 @@ const RESOURCE_NOT_FOUND = -32002;
 const MAX_SUBSCRIPTIONS = 100;
 
 /**
- * One MCP server over the gateway, for one client connection (an /mcp session or the stdio pipe): the SDK Server
- * holds per-connection protocol state, so each connection gets its own, all sharing the gateway.
+ * One MCP server over the gateway for one 2025-era client connection (an /mcp session or the stdio pipe), on the 1.x
+ * SDK: the SDK Server holds per-connection protocol state, so each connection gets its own, all sharing the gateway.
+ * The 2026-07-28 face (modern.ts) reuses the request handlers below (listTools, callTool, rpc), so both revisions
+ * answer alike.
  *
  * Error style (MCP 2025-11-25, SEP-1303): a JSON-RPC error only when the request cannot be routed: a malformed
  * request, an unknown top-level tool name, a bad cursor or query. Everything that fails once a tool is known (invalid
