@@ -14,7 +14,7 @@ import { searchToolDefinition, searchToolName } from './search-tool.js';
 import { StickySelections, type ConversationKeys } from './sticky.js';
 import { ToolIndexCache } from './tool-index-cache.js';
 import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
-import { ChatFeedback, conversationSteps } from '../feedback/capture.js';
+import { ChatFeedback, conversationSteps } from './feedback-capture.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { accessOf } from '../http/auth.js';
 import type { LimitsSettings } from '../catalog/settings.js';

@@ -1,3 +1,4 @@
+import { SdkError, SdkHttpError } from '@modelcontextprotocol/client';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
@@ -18,6 +19,8 @@ export interface HttpFailure {
   status: number;
   statusText: string;
   wwwAuthenticate?: string;
+  /** The start of the response body (the v2 client's negotiation errors do not keep it). */
+  body?: string;
 }
 
 const BODY_EXCERPT_CHARS = 200;
@@ -34,6 +37,21 @@ export function withoutRepeatedCode(message: string): string {
  * generic "connection closed".
  */
 export function describeUpstreamError(error: unknown, http?: HttpFailure): string {
+  // The v2 client's HTTP failure (upstream connections): the status is in its data.
+  if (error instanceof SdkHttpError && error.status > 0) {
+    const known: HttpFailure = http && http.status === error.status ? http : { status: error.status, statusText: error.statusText ?? '' };
+    // The recorded body when there is one: the negotiation probe's error replaces it with its own sentence.
+    const body = known.body?.trim() || error.message.replace(/^(Error POSTing to endpoint|Failed to open SSE stream): ?/, '').trim();
+    const challenge = known.wwwAuthenticate ? ` (WWW-Authenticate: ${excerpt(known.wwwAuthenticate)})` : '';
+    return `HTTP ${known.status}${known.statusText ? ` ${known.statusText}` : ''}${challenge}${body ? `: ${excerpt(body)}` : ''}`;
+  }
+  // A failed server/discover probe or initialize: the v2 client says "... (HTTP 401)" and drops the body.
+  const probeStatus = error instanceof SdkError && !(error instanceof SdkHttpError) ? /\(HTTP (\d{3})\)/.exec(error.message)?.[1] : undefined;
+  if (http && probeStatus === String(http.status)) {
+    const challenge = http.wwwAuthenticate ? ` (WWW-Authenticate: ${excerpt(http.wwwAuthenticate)})` : '';
+    const body = http.body?.trim() ? http.body : error instanceof Error ? error.message : '';
+    return `HTTP ${http.status}${http.statusText ? ` ${http.statusText}` : ''}${challenge}${body ? `: ${excerpt(body)}` : ''}`;
+  }
   if (error instanceof StreamableHTTPError && (error.code ?? 0) > 0) {
     const body = error.message.replace(/^Streamable HTTP error: (Error POSTing to endpoint|Failed to open SSE stream): ?/, '').trim();
     const status = http && http.status === error.code ? `HTTP ${http.status}${http.statusText ? ` ${http.statusText}` : ''}` : `HTTP ${error.code}`;
@@ -55,6 +73,28 @@ export function describeUpstreamError(error: unknown, http?: HttpFailure): strin
     }
   }
   return parts.filter((part) => part.length > 0).join(': ') || 'unknown error';
+}
+
+/** The first bytes of a failed response's body, read from a clone (the SDK reads the original). */
+export async function bodyExcerpt(response: Response): Promise<string> {
+  const reader = response.clone().body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    // Bounded: an error body is read only as far as the excerpt needs.
+    while (size < BODY_EXCERPT_CHARS * 4) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } catch {
+    // A body that fails mid-way still gives what was read.
+  } finally {
+    void reader.cancel().catch(() => {});
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function excerpt(text: string): string {

@@ -1,4 +1,4 @@
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/client';
 import { UriTemplate } from '@modelcontextprotocol/sdk/shared/uriTemplate.js';
 import type { Prompt, Resource, ResourceTemplate } from '@modelcontextprotocol/sdk/types.js';
 
@@ -22,7 +22,8 @@ const MAX_ITEMS = 10_000;
 /** Lists everything the server's capabilities announce; what it does not announce stays empty. */
 export async function listFeatures(client: Client, timeoutMs: number): Promise<UpstreamFeatures> {
   const capabilities = client.getServerCapabilities() ?? {};
-  const options = { timeout: timeoutMs };
+  // Past the v2 client's result cache: a re-list after list_changed must see the server's lists as they are now.
+  const options = { timeout: timeoutMs, cacheMode: 'bypass' as const };
   const resources = capabilities.resources
     ? await allPages(async (cursor) => {
         const page = await client.listResources(cursor === undefined ? undefined : { cursor }, options);

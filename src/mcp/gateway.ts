@@ -20,6 +20,7 @@ import { IndexNotReadyError, type SearchService } from '../search/search.js';
 import type { StartupGate, UpstreamNotes } from './startup.js';
 import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
+import { SearchLedger } from './feedback-capture.js';
 
 export interface GatewaySettings {
   /**
@@ -81,8 +82,10 @@ export interface GatewayEvents {
  * catalog sources have nobody to forward a call to.
  */
 export class McpGateway extends EventEmitter<GatewayEvents> {
-  /** Learning from usage: each MCP session records a search followed by a call of a found tool (src/feedback/capture.ts). */
+  /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/feedback-capture.ts). */
   feedback: FeedbackRecorder | undefined;
+  /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
+  readonly searches: SearchLedger;
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -98,6 +101,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     private readonly startupGate?: StartupGate,
   ) {
     super();
+    this.searches = new SearchLedger(() => this.feedback, log);
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
     this.setMaxListeners(0);
@@ -161,6 +165,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
               description: 'Matching tools, best first: full tool definitions plus score',
               items: { type: 'object', properties: { name: { type: 'string' }, score: { type: 'number' } }, required: ['name'] },
             },
+            search_id: { type: 'string', description: `Pass to ${callToolName} with the tool you choose from this result` },
           },
           required: ['tools'],
         },
@@ -177,6 +182,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
           properties: {
             name: { type: 'string', minLength: 1, description: `Exact tool name as ${searchToolName} returned it` },
             arguments: { type: 'object', description: "The tool's arguments, matching its inputSchema", additionalProperties: true },
+            search_id: { type: 'string', description: `The search_id of the ${searchToolName} result the tool was found in, when there was one` },
           },
           required: ['name'],
           additionalProperties: false,
@@ -230,7 +236,10 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    * cursor is an opaque offset bound to the query it was issued for.
    */
   async listTools(params: { cursor?: string; query?: string } = {}, access: Access = Access.open): Promise<{ tools: Tool[]; nextCursor?: string }> {
-    const query = params.query?.trim() ? params.query.trim() : undefined;
+    const asked = params.query?.trim() ? params.query.trim() : undefined;
+    // A query's cursor carries the query: a client that pages with the cursor alone (as generic clients do, not knowing
+    // SEP-1821) continues the same query; one that sends both must send the same query.
+    const query = asked ?? (params.cursor === undefined ? undefined : queryOfCursor(params.cursor));
     const offset = params.cursor === undefined ? 0 : decodeCursor(params.cursor, query);
     let tools: Tool[];
     if (query !== undefined) {
@@ -432,7 +441,17 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 }
 
 function encodeCursor(offset: number, query: string | undefined): string {
-  return Buffer.from(JSON.stringify({ o: offset, q: queryKey(query) })).toString('base64url');
+  return Buffer.from(JSON.stringify(query === undefined ? { o: offset, q: queryKey(query) } : { o: offset, q: queryKey(query), t: query })).toString('base64url');
+}
+
+/** The query a cursor was issued for, when it carries one (bounded: queries are at most maxQueryLength). */
+function queryOfCursor(cursor: string): string | undefined {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { t?: unknown };
+    return typeof parsed.t === 'string' && parsed.t.trim() !== '' ? parsed.t : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function decodeCursor(cursor: string, query: string | undefined): number {

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import { accessOf } from '../http/auth.js';
 import type { McpGateway } from './gateway.js';
+import { modernHttpFace } from './modern.js';
 import { createMcpServer } from './server.js';
 
 export interface McpHttpOptions {
@@ -45,7 +46,12 @@ interface Session {
 }
 
 /**
- * The streamable HTTP face at /mcp. Stateful: each client gets a session (Mcp-Session-Id) with its own SDK server, because
+ * The streamable HTTP face at /mcp, for every protocol revision on one endpoint. A request of the stateless 2026-07-28
+ * revision (its `_meta` envelope names the revision) is served on its own by the v2 SDK (modern.ts), the caller's key
+ * taken from that request. Everything else is 2025-era traffic (2025-11-25, 2025-06-18, 2025-03-26): stateful, as
+ * below.
+ *
+ * 2025-era clients are stateful: each client gets a session (Mcp-Session-Id) with its own SDK server, because
  * the gateway pushes notifications/tools/list_changed, which needs a per-client GET event stream; stateless mode has no
  * channel for that. Sessions live in this process (behind a load balancer, route by the Mcp-Session-Id header), are
  * ended by DELETE, by idling, or by close().
@@ -60,6 +66,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
   const unusedIdleMs = options.unusedSessionIdleMs ?? options.sessionIdleMs;
 
   if (options.loopbackOnly) router.use('/mcp', localhostHostValidation());
+  const modern = modernHttpFace(gateway, log, { maxSubscriptions: options.maxSessions });
 
   /** Counts a request or stream as activity until its response ends. */
   const track = (session: Session, res: Response) => {
@@ -74,6 +81,8 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
   router.post('/mcp', async (req, res) => {
     const access = accessOf(res);
     const sessionId = req.header('mcp-session-id');
+    // No session id and a 2026-07-28 envelope: stateless, served with this request's key.
+    if (sessionId === undefined && (await modern.claims(req))) return modern.serve(req, res, access);
     const session = sessionId === undefined ? undefined : sessions.get(sessionId);
     if (session) {
       if (!ownedBy(session, access)) return notOwner(res);
@@ -159,6 +168,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     sessions: () => sessions.size,
     close: async () => {
       clearInterval(sweep);
+      await modern.close();
       // Closing a transport ends its open event streams, which would otherwise keep the HTTP server from closing.
       await Promise.all([...sessions.values()].map((session) => session.transport.close().catch(() => {})));
       sessions.clear();

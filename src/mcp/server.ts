@@ -12,20 +12,18 @@ import {
   UnsubscribeRequestSchema,
   type CallToolResult,
   type ServerCapabilities,
-  type ServerNotification,
-  type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { Access } from '../auth/access.js';
 import { compileSchema } from '../catalog/json-schema.js';
+import type { Tool } from '../catalog/types.js';
 import { RpcError } from './errors.js';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamNotes } from './startup.js';
 import type { FeaturesChange, UpstreamProgress } from './upstream.js';
 import { IMPLEMENTATION } from './version.js';
-import { McpSessionFeedback } from '../feedback/capture.js';
+import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -41,7 +39,7 @@ const ListToolsWithQuerySchema = z.object({
  * `filtering` yet; the server sends capabilities as given, so it reaches clients. Resources and prompts of the upstreams
  * are aggregated; subscriptions are relayed to upstreams that take them (others answer with an error).
  */
-const CAPABILITIES = {
+export const CAPABILITIES = {
   tools: { listChanged: true, filtering: true },
   resources: { listChanged: true, subscribe: true },
   prompts: { listChanged: true },
@@ -53,8 +51,10 @@ const RESOURCE_NOT_FOUND = -32002;
 const MAX_SUBSCRIPTIONS = 100;
 
 /**
- * One MCP server over the gateway, for one client connection (an /mcp session or the stdio pipe): the SDK Server
- * holds per-connection protocol state, so each connection gets its own, all sharing the gateway.
+ * One MCP server over the gateway for one 2025-era client connection (an /mcp session or the stdio pipe), on the 1.x
+ * SDK: the SDK Server holds per-connection protocol state, so each connection gets its own, all sharing the gateway.
+ * The 2026-07-28 face (modern.ts) reuses the request handlers below (listTools, callTool, rpc), so both revisions
+ * answer alike.
  *
  * Error style (MCP 2025-11-25, SEP-1303): a JSON-RPC error only when the request cannot be routed: a malformed
  * request, an unknown top-level tool name, a bad cursor or query. Everything that fails once a tool is known (invalid
@@ -71,33 +71,15 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   // A function when the caller's key may change under a live session (/key/update): each request sees it as it is now.
   const accessNow = typeof caller === 'function' ? caller : () => caller;
   const server = new Server(IMPLEMENTATION, { capabilities: CAPABILITIES, instructions: instructions(gateway, accessNow()) });
-  const { searchToolName, callToolName } = gateway.settings;
-  const feedback = new McpSessionFeedback(gateway.feedback, () => accessNow().scope, log);
+  const feedback = new McpFeedback(gateway.searches, () => accessNow().scope);
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
-    const { cursor, query } = request.params ?? {};
-    if (cursor !== undefined && typeof cursor !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'cursor must be a string');
-    if (query !== undefined && typeof query !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'query must be a string');
-    try {
-      await gateway.startup();
-      const access = accessNow();
-      const listed = feedback.listed(query, await gateway.listTools({ cursor, query }, access));
-      const notes = gateway.upstreamNotes(access);
-      return notes ? { ...listed, _meta: { [UPSTREAMS_META]: notes } } : listed;
-    } catch (error) {
-      throw toMcpError(error);
-    }
+    return listTools(gateway, request.params, accessNow(), feedback);
   });
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-    const { name, arguments: args } = request.params;
-    const access = accessNow();
-    feedback.called(gateway.isVirtual(name, access) && name === callToolName ? args?.name : name);
-    if (gateway.isVirtual(name, access) && name === searchToolName) return feedback.found(args, await searchTools(gateway, args, access));
-    if (gateway.isVirtual(name, access) && name === callToolName) return callThrough(gateway, args, extra, access);
-    // A real tool called by name: pinned, or hidden (not listed, still callable).
-    return forward(gateway, name, args, extra, log, access);
-  });
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> =>
+    callTool(gateway, request.params, { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n) }, accessNow(), feedback, log),
+  );
 
   server.setRequestHandler(ListResourcesRequestSchema, async (request) =>
     rpc(() => gateway.listResources({ cursor: request.params?.cursor }, accessNow())),
@@ -168,14 +150,63 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   return server;
 }
 
-function featureSignature(gateway: McpGateway, access: Access, kind: 'resources' | 'prompts'): string {
+/** What a tools/call handler needs of its SDK's request context, whichever SDK and revision serves it. */
+export interface CallContext {
+  signal: AbortSignal;
+  progressToken?: string | number;
+  notify(notification: { method: 'notifications/progress'; params: Record<string, unknown> }): Promise<void>;
+}
+
+/** tools/list (with SEP-1821 `query`) for one caller; `notes` says which upstreams the answer is missing. */
+export async function listTools(
+  gateway: McpGateway,
+  params: { cursor?: unknown; query?: unknown } | undefined,
+  access: Access,
+  feedback: McpFeedback,
+): Promise<{ tools: Tool[]; nextCursor?: string; _meta?: Record<string, unknown> }> {
+  const { cursor, query } = params ?? {};
+  if (cursor !== undefined && typeof cursor !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'cursor must be a string');
+  if (query !== undefined && typeof query !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'query must be a string');
+  try {
+    await gateway.startup();
+    const listed = feedback.listed(query, await gateway.listTools({ cursor, query }, access));
+    const notes = gateway.upstreamNotes(access);
+    return notes ? { ...listed, _meta: { [UPSTREAMS_META]: notes } } : listed;
+  } catch (error) {
+    throw toMcpError(error);
+  }
+}
+
+/**
+ * tools/call: search_tools, call_tool, or a real tool by name (pinned, or hidden: not listed, still callable). A call
+ * is paired with the search it follows for feedback: call_tool's `search_id` argument, or `_meta["toolrouter/search_id"]`
+ * on a direct call, names it.
+ */
+export async function callTool(
+  gateway: McpGateway,
+  params: { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> },
+  context: CallContext,
+  access: Access,
+  feedback: McpFeedback,
+  log: Logger,
+): Promise<CallToolResult> {
+  const { name, arguments: args } = params;
+  const { searchToolName, callToolName } = gateway.settings;
+  const through = gateway.isVirtual(name, access) && name === callToolName;
+  feedback.called(through ? args?.name : name, through ? args?.search_id : params._meta?.[SEARCH_ID_META]);
+  if (gateway.isVirtual(name, access) && name === searchToolName) return searchTools(gateway, args, access, feedback);
+  if (through) return callThrough(gateway, args, context, access);
+  return forward(gateway, name, args, context, log, access);
+}
+
+export function featureSignature(gateway: McpGateway, access: Access, kind: 'resources' | 'prompts'): string {
   const offered = gateway.offered(access);
   const value = kind === 'resources' ? [offered.resources, offered.templates] : offered.prompts;
   return createHash('sha256').update(JSON.stringify(value)).digest('hex');
 }
 
 /** Runs a gateway operation for a JSON-RPC request: failures become JSON-RPC errors (not-found with `notFoundCode`). */
-async function rpc<T>(work: () => T | Promise<T>, notFoundCode: number = ErrorCode.InvalidParams): Promise<T> {
+export async function rpc<T>(work: () => T | Promise<T>, notFoundCode: number = ErrorCode.InvalidParams): Promise<T> {
   try {
     return await work();
   } catch (error) {
@@ -195,9 +226,7 @@ const searchArgs = compileSchema({
 /** `_meta` key of a listing or search answered while some upstream servers were connecting or down. */
 export const UPSTREAMS_META = 'toolrouter/upstreams';
 
-type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
-
-async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined, access: Access): Promise<CallToolResult> {
+async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined, access: Access, feedback: McpFeedback): Promise<CallToolResult> {
   const problems = searchArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: ${problems.join('; ')}`);
   const { query, top_k: topK } = args as { query: string; top_k?: number };
@@ -209,6 +238,9 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
     await gateway.startup();
     const tools = await gateway.search(query, topK, access);
     const notes = gateway.upstreamNotes(access);
+    // Present when feedback is on: a later call_tool may carry it, so the pairing needs no session.
+    const searchId = feedback.searched(query, tools);
+    const found = searchId === undefined ? { tools } : { tools, search_id: searchId };
     // The JSON is for programs; the sentences are for the model, which should not read an empty list as "no such tool
     // exists" when a server is simply not there yet.
     const sentences = [
@@ -216,8 +248,8 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
       ...(notes ? [missingServers(notes)] : []),
     ];
     return {
-      content: [{ type: 'text', text: JSON.stringify({ tools }) }, ...sentences.map((text) => ({ type: 'text' as const, text }))],
-      structuredContent: { tools },
+      content: [{ type: 'text', text: JSON.stringify(found) }, ...sentences.map((text) => ({ type: 'text' as const, text }))],
+      structuredContent: found,
       ...(notes ? { _meta: { [UPSTREAMS_META]: notes } } : {}),
     };
   } catch (error) {
@@ -228,7 +260,7 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
 
 const callArgs = compileSchema({
   type: 'object',
-  properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'object' } },
+  properties: { name: { type: 'string', minLength: 1 }, arguments: { type: 'object' }, search_id: { type: 'string' } },
   required: ['name'],
   additionalProperties: false,
 });
@@ -245,12 +277,12 @@ function missingServers(notes: UpstreamNotes): string {
  * Progress the upstream reports, relayed under the caller's own progress token; none when the caller did not ask. The
  * SDK gives the upstream a token of ours, as tokens are per connection.
  */
-function relayProgress(extra: Extra): ((progress: UpstreamProgress) => void) | undefined {
-  const token = extra._meta?.progressToken;
+function relayProgress(context: CallContext): ((progress: UpstreamProgress) => void) | undefined {
+  const token = context.progressToken;
   if (token === undefined) return undefined;
   return ({ progress, total, message }) => {
-    void extra
-      .sendNotification({
+    void context
+      .notify({
         method: 'notifications/progress',
         params: { progressToken: token, progress, ...(total === undefined ? {} : { total }), ...(message === undefined ? {} : { message }) },
       })
@@ -258,13 +290,13 @@ function relayProgress(extra: Extra): ((progress: UpstreamProgress) => void) | u
   };
 }
 
-async function callThrough(gateway: McpGateway, args: Record<string, unknown> | undefined, extra: Extra, access: Access): Promise<CallToolResult> {
+async function callThrough(gateway: McpGateway, args: Record<string, unknown> | undefined, context: CallContext, access: Access): Promise<CallToolResult> {
   const problems = callArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.callToolName}: ${problems.join('; ')}`);
   const { name, arguments: inner } = args as { name: string; arguments?: Record<string, unknown> };
   try {
-    // The client's cancellation (extra.signal) is handed to the upstream call, which sends notifications/cancelled on.
-    return await gateway.callTool(name, inner, { signal: extra.signal, access, onProgress: relayProgress(extra) });
+    // The client's cancellation (context.signal) is handed to the upstream call, which sends notifications/cancelled on.
+    return await gateway.callTool(name, inner, { signal: context.signal, access, onProgress: relayProgress(context) });
   } catch (error) {
     // Access is refused as an error, not a result: it is the caller's key, not the model's call, that is wrong.
     if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
@@ -277,12 +309,12 @@ async function forward(
   gateway: McpGateway,
   name: string,
   args: Record<string, unknown> | undefined,
-  extra: Extra,
+  context: CallContext,
   log: Logger,
   access: Access,
 ): Promise<CallToolResult> {
   try {
-    return await gateway.callTool(name, args, { signal: extra.signal, access, onProgress: relayProgress(extra) });
+    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context) });
   } catch (error) {
     if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
     // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.

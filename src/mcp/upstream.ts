@@ -1,26 +1,13 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  CallToolResultSchema,
-  EmptyResultSchema,
-  ErrorCode,
-  McpError,
-  PromptListChangedNotificationSchema,
-  ResourceListChangedNotificationSchema,
-  ResourceUpdatedNotificationSchema,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type Tool as McpTool,
-} from '@modelcontextprotocol/sdk/types.js';
+import { Client, ProtocolError, SdkError, SdkErrorCode, StreamableHTTPClientTransport, type McpSubscription, type Transport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { CallToolResultSchema, EmptyResultSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { validateTools } from '../catalog/validate.js';
 import type { z } from 'zod';
-import { describeUpstreamError, withoutRepeatedCode, type HttpFailure } from './errors.js';
+import { bodyExcerpt, describeUpstreamError, withoutRepeatedCode, type HttpFailure } from './errors.js';
 import { listFeatures, NO_FEATURES, servesUri, type UpstreamFeatures } from './features.js';
 import { applyTransform, mapArguments, transformServer, type ToolTransform } from './transform.js';
 import { IMPLEMENTATION } from './version.js';
@@ -52,6 +39,8 @@ export interface UpstreamStatus {
   state: UpstreamState;
   /** Tools of this server in the catalog now. */
   tools: number;
+  /** While connected: the protocol revision negotiated (the newest both sides speak, e.g. 2026-07-28 or 2025-11-25). */
+  revision?: string;
   /**
    * While the server is not connected: its tools as last listed, kept so that calls to them answer
    * upstream_unavailable naming this server (they are out of the catalog, listings and search until it is back).
@@ -236,6 +225,14 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   }
 }
 
+/**
+ * The SDK's stdio transport, probing in place: the v2 client negotiates a revision on the base class by spawning a
+ * throwaway sibling process for its server/discover probe, then the real one; a subclass probes on the real child's
+ * pipe (a 2025 server answers the unknown method with an error, and initialize follows on the same pipe). One process
+ * per connection, as before, and half the start-up time for servers that are slow to start.
+ */
+class InPlaceStdioTransport extends StdioClientTransport {}
+
 const STDERR_TAIL_LINES = 20;
 /** Guards against an upstream whose cursors never end. */
 const MAX_LIST_PAGES = 1_000;
@@ -266,6 +263,10 @@ export class UpstreamConnection {
   private relistAgain = false;
   /** The server's tools as last listed, under their own names; kept to re-publish when a clash resolves. */
   private listed: McpTool[] = [];
+  /** The protocol revision negotiated with the server (the newest both speak). */
+  private revision: string | undefined;
+  /** The open subscriptions/listen stream of a 2026-07-28 connection. */
+  private listening: McpSubscription | undefined;
   /** Qualified name → the upstream's own tool name, for tools currently in the catalog. */
   private readonly toUpstream = new Map<string, string>();
   /** Qualified (transformed) name → the transform applied, for mapping call arguments back. */
@@ -322,6 +323,7 @@ export class UpstreamConnection {
       transport: this.transportKind,
       state: this.state,
       tools: this.toUpstream.size,
+      ...(!notConnected && this.revision !== undefined ? { revision: this.revision } : {}),
       ...(notConnected && this.remembered.size > 0 ? { knownTools: this.remembered.size } : {}),
       ...(notConnected && this.retryAt !== undefined ? { retryAt: new Date(this.retryAt).toISOString() } : {}),
       connectedAt: this.connectedAt?.toISOString() ?? null,
@@ -345,7 +347,7 @@ export class UpstreamConnection {
       const upstreamArgs = transform ? mapArguments(transform, args) : args;
       return await client.request(
         { method: 'tools/call', params: { name: upstreamName, ...(upstreamArgs === undefined ? {} : { arguments: upstreamArgs }) } },
-        CallToolResultSchema,
+        CallToolResultSchema as never,
         {
           timeout: options.timeoutMs,
           signal: options.signal,
@@ -373,7 +375,7 @@ export class UpstreamConnection {
     if (this.state !== 'connected' || !client) throw this.unavailable();
     const generation = this.generation;
     try {
-      return await client.request(request, schema, { timeout: options.timeoutMs, signal: options.signal });
+      return (await client.request(request, schema, { timeout: options.timeoutMs, signal: options.signal })) as z.infer<T>;
     } catch (error) {
       throw this.failure(error, request.method, generation, options);
     }
@@ -382,27 +384,71 @@ export class UpstreamConnection {
   /** Subscribes upstream to a resource the first time any session asks; re-done after a reconnect. */
   async subscribe(uri: string, options: { timeoutMs: number }): Promise<void> {
     const count = this.subscriptions.get(uri) ?? 0;
-    if (count === 0) await this.forward({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, options);
+    if (count === 0 && !this.modern()) await this.forward({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, options);
     this.subscriptions.set(uri, count + 1);
+    if (count === 0 && this.modern()) await this.relisten(options.timeoutMs);
   }
 
   async unsubscribe(uri: string, options: { timeoutMs: number }): Promise<void> {
     const count = this.subscriptions.get(uri) ?? 0;
     if (count <= 1) {
       this.subscriptions.delete(uri);
-      if (count === 1 && this.state === 'connected') await this.forward({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, options).catch(() => {});
+      if (count === 1 && this.state === 'connected') {
+        if (this.modern()) await this.relisten(options.timeoutMs).catch(() => {});
+        else await this.forward({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, options).catch(() => {});
+      }
     } else {
       this.subscriptions.set(uri, count - 1);
     }
   }
 
+  /** Connected over the stateless 2026-07-28 revision (change notifications come on a subscriptions/listen stream). */
+  private modern(): boolean {
+    return this.state === 'connected' && this.client?.getProtocolEra() === 'modern';
+  }
+
+  /**
+   * Opens the subscriptions/listen stream of a 2026-07-28 connection: list changes of tools, resources and prompts,
+   * and updates of the resources our clients subscribed to. When the stream ends unexpectedly, a ping decides whether
+   * the server is gone; if it is not, the stream is opened again.
+   */
+  private async listen(client: Client, generation: number): Promise<void> {
+    const capabilities = client.getServerCapabilities() ?? {};
+    const subscription = await client.listen(
+      {
+        ...(capabilities.tools?.listChanged ? { toolsListChanged: true } : {}),
+        ...(capabilities.resources?.listChanged ? { resourcesListChanged: true } : {}),
+        ...(capabilities.prompts?.listChanged ? { promptsListChanged: true } : {}),
+        ...(this.subscriptions.size > 0 ? { resourceSubscriptions: [...this.subscriptions.keys()] } : {}),
+      },
+      { timeout: this.options.connectTimeoutMs },
+    );
+    const previous = this.listening;
+    this.listening = subscription;
+    void previous?.close().catch(() => {});
+    void subscription.closed.then(async (how) => {
+      if (how !== 'remote' || this.listening !== subscription || generation !== this.generation) return;
+      await this.check(generation);
+      if (generation === this.generation && this.state === 'connected' && this.client === client) {
+        await this.listen(client, generation).catch((error: unknown) => this.lost(generation, `subscriptions/listen failed: ${this.describe(error)}`));
+      }
+    });
+  }
+
+  /** A new listen stream with the current resource subscriptions (the filter of an open one cannot change). */
+  private async relisten(timeoutMs: number): Promise<void> {
+    const client = this.client;
+    if (!client || !this.modern()) return;
+    await withTimeout(this.listen(client, this.generation), timeoutMs);
+  }
+
   /** Why a forwarded request produced no result, as an UpstreamError. */
   private failure(error: unknown, what: string, generation: number, options: { timeoutMs: number; signal?: AbortSignal }): UpstreamError {
-    if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) {
+    if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
       // The SDK has already sent notifications/cancelled upstream.
       return new UpstreamError('timeout', `upstream MCP server "${this.name}" did not answer ${what} within ${options.timeoutMs} ms`);
     }
-    if (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed) {
+    if (error instanceof ProtocolError) {
       return new UpstreamError('error', `upstream MCP server "${this.name}" answered with an error: ${withoutRepeatedCode(error.message)}`);
     }
     // Our own client gave up on the call (the SDK forwarded the cancellation upstream): not the upstream's fault.
@@ -440,7 +486,10 @@ export class UpstreamConnection {
     const generation = ++this.generation;
     this.state = 'connecting';
     this.onStatus(this.status());
-    const client = new Client(IMPLEMENTATION, { capabilities: {} });
+    // 'auto': probe with server/discover and use 2026-07-28 when the server offers it; an older server gets the plain
+    // 2025 initialize (and so negotiates 2025-11-25, 2025-06-18, ... as before).
+    const client = new Client(IMPLEMENTATION, { capabilities: {}, versionNegotiation: { mode: 'auto' } });
+    this.listening = undefined;
     this.lastTransportError = undefined;
     this.lastHttpFailure = undefined;
     // While connecting, the failed connect() below reports the cause; the SDK closes the client first, and this
@@ -452,22 +501,26 @@ export class UpstreamConnection {
       if (generation === this.generation) this.lastTransportError = error;
       this.transportError(generation, error);
     };
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    // The same handlers serve both revisions: 2025 servers send these unsolicited, 2026-07-28 servers on the
+    // subscriptions/listen stream opened below.
+    client.setNotificationHandler('notifications/tools/list_changed', () => {
       this.log.debug('upstream tool list changed');
       void this.relist(generation);
     });
-    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.relistFeatures(generation));
-    client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.relistFeatures(generation));
-    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+    client.setNotificationHandler('notifications/resources/list_changed', () => void this.relistFeatures(generation));
+    client.setNotificationHandler('notifications/prompts/list_changed', () => void this.relistFeatures(generation));
+    client.setNotificationHandler('notifications/resources/updated', (notification) => {
       if (generation === this.generation) this.onFeatures({ kind: 'resourceUpdated', uri: notification.params.uri });
     });
     this.client = client;
     try {
       await client.connect(this.createTransport(), { timeout: this.options.connectTimeoutMs });
+      this.revision = client.getNegotiatedProtocolVersion();
       const tools = await this.listAll(client);
       const features = await listFeatures(client, this.options.connectTimeoutMs);
       if (generation !== this.generation) return;
-      for (const uri of this.subscriptions.keys()) await client.subscribeResource({ uri }, { timeout: this.options.connectTimeoutMs });
+      if (client.getProtocolEra() === 'modern') await this.listen(client, generation);
+      else for (const uri of this.subscriptions.keys()) await client.subscribeResource({ uri }, { timeout: this.options.connectTimeoutMs });
       if (generation !== this.generation) return;
       this.features = features;
       this.state = 'connected';
@@ -479,7 +532,14 @@ export class UpstreamConnection {
       this.publish(tools);
       this.onFeatures({ kind: 'lists' });
       this.log.info(
-        { tools: this.toUpstream.size, resources: features.resources.length, templates: features.templates.length, prompts: features.prompts.length, server: client.getServerVersion() },
+        {
+          tools: this.toUpstream.size,
+          resources: features.resources.length,
+          templates: features.templates.length,
+          prompts: features.prompts.length,
+          server: client.getServerVersion(),
+          revision: this.revision,
+        },
         'upstream connected',
       );
       this.schedulePing(generation);
@@ -494,7 +554,7 @@ export class UpstreamConnection {
     if ('url' in this.config) {
       return new StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.config.headers ?? {} }, fetch: this.recordingFetch });
     }
-    const transport = new StdioClientTransport({
+    const transport = new InPlaceStdioTransport({
       command: this.config.command,
       args: this.config.args ?? [],
       env: this.config.env,
@@ -526,7 +586,8 @@ export class UpstreamConnection {
     const response = await fetch(input, init);
     if (!response.ok) {
       const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
-      this.lastHttpFailure = { status: response.status, statusText: response.statusText, ...(wwwAuthenticate ? { wwwAuthenticate } : {}) };
+      const body = await bodyExcerpt(response);
+      this.lastHttpFailure = { status: response.status, statusText: response.statusText, ...(wwwAuthenticate ? { wwwAuthenticate } : {}), body };
     }
     return response;
   };
@@ -540,8 +601,10 @@ export class UpstreamConnection {
     let cursor: string | undefined;
     for (let page = 0; ; page++) {
       if (page >= MAX_LIST_PAGES) throw new Error(`tools/list did not end after ${MAX_LIST_PAGES} pages`);
-      const result = await client.listTools(cursor === undefined ? undefined : { cursor }, { timeout: this.options.connectTimeoutMs });
-      tools.push(...result.tools);
+      // Past the v2 client's result cache: a re-list after list_changed must see the server's list as it is now.
+      const result = await client.listTools(cursor === undefined ? undefined : { cursor }, { timeout: this.options.connectTimeoutMs, cacheMode: 'bypass' });
+      // The v2 client's Tool type is its own; the JSON is the same.
+      tools.push(...(result.tools as McpTool[]));
       if (!result.nextCursor || result.nextCursor === cursor) return tools;
       cursor = result.nextCursor;
     }
@@ -671,7 +734,10 @@ export class UpstreamConnection {
     if (this.checking || generation !== this.generation || this.state !== 'connected' || !client) return;
     this.checking = true;
     try {
-      await client.ping({ timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) });
+      const options = { timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) };
+      // 2026-07-28 has no ping; server/discover is its cheapest request.
+      if (client.getProtocolEra() === 'modern') await client.discover(options);
+      else await client.ping(options);
     } catch (error) {
       this.lost(generation, `ping failed: ${this.describe(error)}`);
     } finally {

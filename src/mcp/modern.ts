@@ -1,0 +1,263 @@
+import { Readable } from 'node:stream';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  ProtocolError,
+  Server,
+  type AuthInfo,
+  type CallToolResult,
+  type McpHttpHandler,
+  type ServerCapabilities,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
+import type { Request as ExpressRequest, Response as ExpressResponse } from 'express';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { Access } from '../auth/access.js';
+import { McpFeedback } from './feedback-capture.js';
+import type { McpGateway } from './gateway.js';
+import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
+import { IMPLEMENTATION } from './version.js';
+
+/**
+ * The 2026-07-28 (stateless) revision of the MCP face, on the SDK's v2 server package. Each request is served by a
+ * fresh SDK server built for the caller that sent it (its key comes from that request's Authorization); nothing is
+ * held between requests. Change notifications reach clients through `subscriptions/listen` streams, fed from the
+ * gateway's events. The behaviour is McpGateway's and the request handlers shared with the 2025 face (server.ts).
+ */
+
+/**
+ * How long a client may reuse a complete list result (`ttlMs`). Changes are pushed through subscriptions/listen, so a
+ * listening client learns of them at once; this only bounds how stale a client that does not listen can get.
+ */
+export const LIST_TTL_MS = 30_000;
+
+/**
+ * Capabilities on the stateless revision: tools (with SEP-1821 `filtering`), resources and prompts, each with change
+ * notifications through subscriptions/listen. Per-resource update notifications are not offered here: on the 2025
+ * revision they ride the session's resources/subscribe, which the gateway relays to the upstream; the stateless
+ * revision has no session to own such an upstream subscription.
+ */
+const MODERN_CAPABILITIES = {
+  tools: { listChanged: true, filtering: true },
+  resources: { listChanged: true },
+  prompts: { listChanged: true },
+} as ServerCapabilities;
+
+/** tools/list params as SEP-1821 extends them; listTools checks their types. */
+const ListToolsParams = z.looseObject({ cursor: z.unknown().optional(), query: z.unknown().optional() });
+
+/** `authInfo.extra` field carrying the caller's Access from the HTTP auth middleware to the per-request server. */
+const ACCESS_FIELD = 'toolrouterAccess';
+
+/**
+ * `ttlMs` and `cacheScope` for a list result. The list depends on the caller's key whenever keys exist (allowed
+ * servers and tools, tool search on or off, feedback scope), so only an open service (no ADMIN_KEY: everyone sees the
+ * same) marks it `public`; a keyed caller's list is `private` (cacheable by that client only, i.e. per key). An answer
+ * given while upstreams are still connecting or down is incomplete: `ttlMs: 0`.
+ */
+export function cacheHint(access: Access, result: { _meta?: Record<string, unknown> }): { ttlMs: number; cacheScope: 'public' | 'private' } {
+  const incomplete = result._meta?.[UPSTREAMS_META] !== undefined;
+  return { ttlMs: incomplete ? 0 : LIST_TTL_MS, cacheScope: access.kind === 'open' ? 'public' : 'private' };
+}
+
+/** v1-style errors (the shared handlers throw RpcError) as the v2 SDK's ProtocolError, with the same code and data. */
+async function v2<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof McpError) throw new ProtocolError(error.code, error.message, error.data);
+    throw error;
+  }
+}
+
+/**
+ * One v2 SDK server over the gateway for one caller: per request on HTTP, per connection on stdio. `live` (stdio):
+ * the instance stays connected, so it forwards the gateway's change events as notifications, which the SDK routes to
+ * the connection's subscriptions/listen streams.
+ */
+export function createModernServer(gateway: McpGateway, log: Logger, access: Access = Access.open, live = false): Server {
+  const server = new Server(IMPLEMENTATION, { capabilities: MODERN_CAPABILITIES, instructions: instructions(gateway, access) });
+  // Stateless: no session history; pairing comes from the search id or this key's recent searches.
+  const feedback = new McpFeedback(gateway.searches, () => access.scope, false);
+
+  // With its own params schema: the SDK's tools/list schema would strip SEP-1821's `query` before the handler sees it.
+  server.setRequestHandler('tools/list', { params: ListToolsParams }, async (params) =>
+    v2(async () => {
+      const listed = await listTools(gateway, params, access, feedback);
+      // The catalog's Tool type is looser than the v2 SDK's JSON types; the values are the same JSON.
+      return { ...listed, ...cacheHint(access, listed) } as never;
+    }),
+  );
+  server.setRequestHandler('tools/call', async (request, ctx) =>
+    v2(async () => {
+      const context: CallContext = {
+        signal: ctx.mcpReq.signal,
+        progressToken: ctx.mcpReq._meta?.progressToken,
+        notify: (notification) => ctx.mcpReq.notify(notification),
+      };
+      const params = request.params as { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> };
+      return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
+    }),
+  );
+  server.setRequestHandler('resources/list', async (request) =>
+    v2(async () => {
+      const listed = await rpc(() => gateway.listResources({ cursor: request.params?.cursor }, access));
+      return { ...listed, ...cacheHint(access, {}) };
+    }),
+  );
+  server.setRequestHandler('resources/templates/list', async (request) =>
+    v2(async () => {
+      const listed = await rpc(() => gateway.listResourceTemplates({ cursor: request.params?.cursor }, access));
+      return { ...listed, ...cacheHint(access, {}) };
+    }),
+  );
+  server.setRequestHandler('prompts/list', async (request) =>
+    v2(async () => {
+      const listed = await rpc(() => gateway.listPrompts({ cursor: request.params?.cursor }, access));
+      return { ...listed, ...cacheHint(access, {}) };
+    }),
+  );
+  // Resource contents are the upstream's and may change at any time: not cached.
+  server.setRequestHandler('resources/read', async (request, ctx: ServerContext) =>
+    v2(async () => ({
+      ...((await rpc(() => gateway.readResource(request.params.uri, { signal: ctx.mcpReq.signal, access }), -32002)) as object),
+      ttlMs: 0,
+      cacheScope: 'private' as const,
+    })) as never,
+  );
+  server.setRequestHandler('prompts/get', async (request, ctx: ServerContext) =>
+    v2(async () => (await rpc(() => gateway.getPrompt(request.params.name, request.params.arguments, { signal: ctx.mcpReq.signal, access }))) as never),
+  );
+
+  if (live) followGateway(gateway, server, access, log);
+  return server;
+}
+
+/** For a connected instance (stdio): the gateway's changes as notifications, sent only when this caller's view changed. */
+function followGateway(gateway: McpGateway, server: Server, access: Access, log: Logger): void {
+  const notify = (send: Promise<void>) => void send.catch((error: unknown) => log.debug({ err: error }, 'notification not delivered'));
+  let listSignature = gateway.listSignature(access);
+  let resourceSignature = featureSignature(gateway, access, 'resources');
+  let promptSignature = featureSignature(gateway, access, 'prompts');
+  const onListChanged = () => {
+    const signature = gateway.listSignature(access);
+    if (signature === listSignature) return;
+    listSignature = signature;
+    if (server.transport) notify(server.sendToolListChanged());
+  };
+  const onFeatures = () => {
+    if (!server.transport) return;
+    const resources = featureSignature(gateway, access, 'resources');
+    const prompts = featureSignature(gateway, access, 'prompts');
+    if (resources !== resourceSignature) notify(server.sendResourceListChanged());
+    if (prompts !== promptSignature) notify(server.sendPromptListChanged());
+    resourceSignature = resources;
+    promptSignature = prompts;
+  };
+  gateway.on('listChanged', onListChanged);
+  gateway.on('featuresChanged', onFeatures);
+  const previousOnClose = server.onclose;
+  server.onclose = () => {
+    gateway.off('listChanged', onListChanged);
+    gateway.off('featuresChanged', onFeatures);
+    previousOnClose?.();
+  };
+}
+
+export interface ModernHttpFace {
+  /** Whether this POST is for the stateless revision (the rest, 2025 traffic, goes to the session face). */
+  claims(req: ExpressRequest): Promise<boolean>;
+  serve(req: ExpressRequest, res: ExpressResponse, access: Access): Promise<void>;
+  /** Open subscriptions/listen streams are ended (with their empty result) and in-flight requests aborted. */
+  close(): Promise<void>;
+}
+
+/**
+ * /mcp for 2026-07-28 clients: the v2 SDK's handler with its own 2025 fallback off (`legacy: 'reject'`), because 2025
+ * clients keep their sessions on the existing face. The gateway's change events are published on the handler's bus,
+ * reaching every open subscriptions/listen stream that asked for that kind of notification. The bus has no notion of
+ * keys, so a listener hears of a tools change even when only another key's list changed (a spurious re-list, never a
+ * missed change).
+ */
+export function modernHttpFace(gateway: McpGateway, log: Logger, options: { maxSubscriptions: number }): ModernHttpFace {
+  const handler: McpHttpHandler = createMcpHandler(
+    (ctx) => createModernServer(gateway, log, accessFrom(ctx.authInfo)),
+    {
+      legacy: 'reject',
+      maxSubscriptions: options.maxSubscriptions,
+      onerror: (error) => log.debug({ err: error }, 'mcp (2026-07-28) request rejected or failed'),
+    },
+  );
+  const onListChanged = () => handler.notify.toolsChanged();
+  let resources = featureSignature(gateway, Access.open, 'resources');
+  let prompts = featureSignature(gateway, Access.open, 'prompts');
+  const onFeatures = () => {
+    const nextResources = featureSignature(gateway, Access.open, 'resources');
+    const nextPrompts = featureSignature(gateway, Access.open, 'prompts');
+    if (nextResources !== resources) handler.notify.resourcesChanged();
+    if (nextPrompts !== prompts) handler.notify.promptsChanged();
+    resources = nextResources;
+    prompts = nextPrompts;
+  };
+  gateway.on('listChanged', onListChanged);
+  gateway.on('featuresChanged', onFeatures);
+
+  return {
+    claims: async (req) => !(await isLegacyRequest(toWebRequest(req, new AbortController().signal), req.body)),
+    serve: async (req, res, access) => {
+      // The client going away aborts the exchange (and closes a listen stream).
+      const aborter = new AbortController();
+      res.on('close', () => aborter.abort());
+      const authInfo: AuthInfo = { token: '', clientId: access.key?.keyId ?? access.kind, scopes: [], extra: { [ACCESS_FIELD]: access } };
+      const response = await handler.fetch(toWebRequest(req, aborter.signal), { authInfo, parsedBody: req.body });
+      await sendWebResponse(response, res);
+    },
+    close: async () => {
+      gateway.off('listChanged', onListChanged);
+      gateway.off('featuresChanged', onFeatures);
+      await handler.close();
+    },
+  };
+}
+
+function accessFrom(authInfo: AuthInfo | undefined): Access {
+  const access = authInfo?.extra?.[ACCESS_FIELD];
+  // Only this face builds the authInfo; anything else would be a wiring bug, so fail closed.
+  if (!(access instanceof Access)) throw new Error('mcp: request without caller access');
+  return access;
+}
+
+/** The Express request as a web Request (headers and URL; the body was parsed already and is handed over separately). */
+function toWebRequest(req: ExpressRequest, signal: AbortSignal): globalThis.Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one);
+  }
+  const url = `http://${req.headers.host ?? 'localhost'}${req.originalUrl}`;
+  const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  return new Request(url, { method: req.method, headers, signal, ...(hasBody ? { body: JSON.stringify(req.body ?? null) } : {}) });
+}
+
+/** Writes a web Response (JSON or an SSE stream) to the Express response, streaming as it comes. */
+async function sendWebResponse(response: globalThis.Response, res: ExpressResponse): Promise<void> {
+  res.status(response.status);
+  response.headers.forEach((value, name) => res.setHeader(name, value));
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  res.flushHeaders();
+  const body = Readable.fromWeb(response.body as import('node:stream/web').ReadableStream);
+  await new Promise<void>((resolve) => {
+    body.on('error', () => resolve());
+    res.on('close', () => {
+      body.destroy();
+      resolve();
+    });
+    body.pipe(res);
+    body.on('end', () => resolve());
+  });
+}
