@@ -28,12 +28,11 @@ const port = await new Promise<number>((resolve, reject) => {
 const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
 const base = `http://127.0.0.1:${port}`;
 const rssIdleMb = rssMb();
-let body: string | undefined = JSON.stringify({ tools: generateCatalog(size) });
+const body = JSON.stringify({ tools: generateCatalog(size) });
 let peakMb = rssIdleMb;
 const sampler = setInterval(() => (peakMb = Math.max(peakMb, rssMb())), 100);
 const started = performance.now();
 const put = await fetch(`${base}/v1/catalog/sources/bench`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body });
-body = undefined;
 if (!put.ok) throw new Error(`PUT: ${put.status} ${await put.text()}`);
 const putMs = performance.now() - started;
 const { catalogHash } = (await put.json()) as { catalogHash: string };
