@@ -51,8 +51,8 @@ export type BuildReply = { id: number; artifact: ArrayBuffer } | { id: number; e
  * The in-process pipeline's builder (no Redis configured). BM25 and the HNSW graph for 100k tools take tens of seconds
  * of synchronous CPU, which on the API's thread would stall every request for as long; they run in a worker thread.
  * Embedding stays on this thread: the model already lives here for queries, its inference runs off the event loop in
- * onnxruntime's own threads, and the texts go through it in batches with the event loop free in between. A thread is
- * started by each build and ended after it (its heap is released with it); if it dies, the build in flight fails.
+ * onnxruntime's own threads, and the texts go through it in batches with the event loop free in between. The thread is
+ * started on the first build and kept; if it dies, the build in flight fails and the next one starts a new thread.
  */
 export class WorkerIndexBuilder implements IndexBuilder {
   private worker: Worker | undefined;
@@ -114,7 +114,6 @@ export class WorkerIndexBuilder implements IndexBuilder {
     // The thread that got the texts: if it died meanwhile, the reply above has already failed.
     this.worker?.postMessage(request, [request.vectors]);
     const answer = await reply;
-    this.releaseThread();
     if ('error' in answer) throw new Error(answer.error);
     // The artifact is the same format a BullMQ worker stores in Redis; loading it is the only part on this thread.
     const index = deserializeIndex(Buffer.from(answer.artifact), this.options.lexical);
@@ -138,21 +137,9 @@ export class WorkerIndexBuilder implements IndexBuilder {
     await worker.terminate();
   }
 
-  /** Whether a build thread is running now (started by a build, ended once no build needs it, or by close). */
+  /** Whether a build thread is running now (started by the first build, ended by close). */
   get running(): boolean {
     return this.worker !== undefined;
-  }
-
-  /**
-   * Ends the thread once no build needs it. Everything a build leaves in the thread (the texts' copy, the BM25 and graph
-   * it built, the artifact's pieces) is garbage its heap would keep until a collection that an idle thread never runs:
-   * hundreds of MB at 100k tools. The next build starts a new thread, which boots while that build embeds.
-   */
-  private releaseThread(): void {
-    const worker = this.worker;
-    if (!worker || this.waiting.size > 0) return;
-    this.worker = undefined;
-    void worker.terminate();
   }
 
   private thread(): Worker {
