@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --sizes 1000,10000,100000] [--quick] [--no-write] [--queries N] [--http-max N]`
+ * `npm run bench [-- --sizes 1000,10000,100000] [--quick] [--no-write] [--queries N] [--http-max N] [--keys-max N]`
+ * `npm run bench -- --from-json FILE [--seconds S]`: the report from the per-size JSON lines a run printed to stderr.
  *
  * For each catalog size (each in its own child process, so memory figures are per size): index build time (cold and
  * warm embedding cache), search latency in-process and over HTTP, HTTP throughput with concurrent keep-alive clients,
@@ -39,6 +40,8 @@ interface Stats {
 
 interface SizeResult {
   size: number;
+  /** 1-minute load average when this size started and ended: the cores are shared, timings move with other work. */
+  load: [number, number];
   baseSource: string;
   indexKind: string;
   modelLoadMs: number;
@@ -143,6 +146,7 @@ function benchConfig(overrides: Record<string, unknown> = {}): Config {
 }
 
 async function runSize(size: number, options: { queries: number; httpMax: number; keysMax: number }): Promise<SizeResult> {
+  const loadAtStart = os.loadavg()[0]!;
   const { source: baseSource } = baseTools();
   // The bench's own copy of the input is dropped while the router is measured (a server keeps only its catalog, not
   // the request it came in) and generated again, identically, for the reference rankers and the token report.
@@ -214,6 +218,7 @@ async function runSize(size: number, options: { queries: number; httpMax: number
 
   return {
     size,
+    load: [loadAtStart, os.loadavg()[0]!],
     baseSource,
     indexKind: index.vectors.kind,
     modelLoadMs,
@@ -403,13 +408,13 @@ function report(results: SizeResult[], command: string, seconds: number, load: [
       '"vector recall@10" is the share of an exact scan\'s top 10 that the vector index returns for the distinct bench queries (1 for the exact index).',
     '',
   );
-  lines.push('| tools | index | build cold | build warm | index bytes | RSS | hybrid p50 / p99 | bm25 p50 | vector p50 | vector recall@10 | query embed p50 | HTTP p50 / p99 | HTTP req/s (8 clients) |');
-  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  lines.push('| tools | load (start → end) | index | build cold | build warm | index bytes | RSS | hybrid p50 / p99 | bm25 p50 | vector p50 | vector recall@10 | query embed p50 | HTTP p50 / p99 | HTTP req/s (8 clients) |');
+  lines.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of results) {
     const h = r.inProcess.hybrid!;
     const open = r.http?.cases['open (no key)'];
     lines.push(
-      `| ${int(r.size)} | ${r.indexKind} | ${ms(r.buildColdMs)} ms | ${ms(r.buildWarmMs)} ms | ${(mb(r.indexBytes)).toFixed(1)} MB | ${r.rssMb.toFixed(0)} MB | ` +
+      `| ${int(r.size)} | ${r.load[0].toFixed(1)} → ${r.load[1].toFixed(1)} | ${r.indexKind} | ${ms(r.buildColdMs)} ms | ${ms(r.buildWarmMs)} ms | ${(mb(r.indexBytes)).toFixed(1)} MB | ${r.rssMb.toFixed(0)} MB | ` +
         `${ms(h.p50)} / ${ms(h.p99)} | ${ms(r.inProcess.bm25!.p50)} | ${ms(r.inProcess.vector!.p50)} | ${r.vectorRecall.toFixed(3)} | ${ms(r.queryEmbed.p50)} | ` +
         (open ? `${ms(open.search.p50)} / ${ms(open.search.p99)} | ${int(open.throughput.rps)} |` : 'skipped | skipped |'),
     );
@@ -449,6 +454,19 @@ function report(results: SizeResult[], command: string, seconds: number, load: [
           : `${r.httpSkipped} | |`),
     );
   }
+  lines.push('', '### Targets (issue 22)', '');
+  lines.push('Measured in this run; "—" where the size was not run. Throughput is compared in the text, against a run of the code before the change.', '');
+  lines.push('| target | measured | |');
+  lines.push('| --- | --- | --- |');
+  const at = (size: number) => results.find((r) => r.size === size);
+  const http10k = at(10_000)?.http?.cases ?? {};
+  for (const [caller, limit] of [['open (no key)', 1.5], ['admin key', 1.5], ['key seeing 1%', 1.5], ['key seeing 50%', 1.5], ['regex (no key)', 2]] as const) {
+    const c = http10k[caller];
+    lines.push(`| 10k over HTTP, ${caller}: p50 ≤ ${limit} ms | ${c ? `${ms(c.search.p50)} ms` : '—'} | ${c ? (c.search.p50 <= limit ? 'met' : 'not met') : ''} |`);
+  }
+  const big = at(100_000)?.http;
+  lines.push(`| 100k PUT → searchable ≤ 30 s (cold server) | ${big ? `${(big.putToReadyMs / 1000).toFixed(1)} s` : '—'} | ${big ? (big.putToReadyMs <= 30_000 ? 'met' : 'not met') : ''} |`);
+  lines.push(`| 100k RSS with the server ≤ 1 GB (after build / after load) | ${big ? `${big.rssBuiltMb.toFixed(0)} / ${big.rssMb.toFixed(0)} MB` : '—'} | ${big ? (Math.max(big.rssBuiltMb, big.rssMb) <= 1024 ? 'met' : 'not met') : ''} |`);
   lines.push('', '### Token report (o200k_base, gpt-tokenizer)', '');
   lines.push(
     'Full catalog = every tool as `{name, description, inputSchema}` JSON. Router = the gateway\'s two virtual tool definitions ' +
@@ -514,6 +532,15 @@ async function main(): Promise<void> {
   if (child) {
     const result = await runSize(Number(child), { queries, httpMax, keysMax });
     process.stdout.write(`${JSON.stringify(result)}\n`);
+    return;
+  }
+  const fromJson = arg('--from-json');
+  if (fromJson) {
+    // The per-size JSON lines a run printed to stderr (one size's figures as soon as it is done): the report again.
+    const saved = readFileSync(fromJson, 'utf8').split('\n').filter((line) => line.startsWith('{"size"')).map((line) => JSON.parse(line) as SizeResult);
+    const section = report(saved, `npm run bench -- --sizes ${saved.map((r) => r.size).join(',')}`, Number(arg('--seconds') ?? NaN), [saved[0]!.load[0], saved.at(-1)!.load[1]]);
+    process.stdout.write(`${section}\n`);
+    if (!process.argv.includes('--no-write')) writeBenchmarks(section);
     return;
   }
   const sizes = (arg('--sizes') ?? (quick ? '1000' : '1000,10000,100000')).split(',').map((s) => Number(s.replace(/_/g, '')));

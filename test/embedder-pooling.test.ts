@@ -77,7 +77,7 @@ describe('transformers provider: pooling and prefixes on test-built models', () 
     );
     assert.equal(modelSettings('onnx-community/Qwen3-Embedding-0.6B-ONNX').pooling, 'last');
     assert.equal(modelSettings('Xenova/all-MiniLM-L6-v2').pooling, 'mean');
-    assert.deepEqual(modelSettings('toolrouter/glove-100d-sif'), { pooling: 'mean', normalize: true, queryPrefix: '', documentPrefix: '' });
+    assert.deepEqual(modelSettings('toolrouter/glove-100d-sif-100k'), { pooling: 'mean', normalize: true, queryPrefix: '', documentPrefix: '' });
     assert.equal(modelSettings('Xenova/bge-small-en-v1.5', { pooling: 'mean' }).pooling, 'mean');
   });
 });

@@ -87,7 +87,7 @@ describe('REST API', () => {
       assert.deepEqual({ ...top, score: undefined, scores: undefined }, { ...definition, score: undefined, scores: undefined });
       assert.ok(top.score > 0 && typeof top.scores.bm25 === 'number');
       assert.equal(response.body.index.hash, api.router.catalog.snapshot().catalogHash);
-      assert.equal(response.body.index.model, 'toolrouter/glove-100d-sif');
+      assert.equal(response.body.index.model, 'toolrouter/glove-100d-sif-100k');
     });
 
     it('honours top_k and caps it at the configured maximum', async () => {
@@ -209,7 +209,7 @@ describe('REST API', () => {
       assert.equal(status.status, 200);
       assert.equal(status.body.state, 'ready');
       assert.equal(status.body.catalogHash, status.body.indexedHash);
-      assert.equal(status.body.model, 'toolrouter/glove-100d-sif');
+      assert.equal(status.body.model, 'toolrouter/glove-100d-sif-100k');
       assert.equal(status.body.tools, fixtureTools().length);
       assert.ok(!Number.isNaN(Date.parse(status.body.builtAt)));
     });

@@ -64,7 +64,7 @@ describe('config.example.yaml', () => {
     assert.equal(config.catalog.sources.ops!.length, 2);
     assert.deepEqual(Object.keys(config.mcp.servers).sort(), ['files', 'github']);
     assert.ok(config.mcp.transforms.github__create_issue);
-    assert.equal(config.embedding.model, 'toolrouter/glove-100d-sif');
+    assert.equal(config.embedding.model, 'toolrouter/glove-100d-sif-100k');
     assert.equal(config.chat.k, 10);
     assert.equal(config.worker.metricsPort, 9464);
     assert.equal(config.shutdownTimeoutMs, 25_000);
@@ -251,7 +251,7 @@ describe('toolrouter models build', () => {
     cpSync(path.join(REPO_ROOT, 'models/toolrouter'), path.join(dir, 'toolrouter'), { recursive: true });
     const { code, stdout, stderr } = await cli(['models', 'build'], { MODELS_DIR: dir });
     assert.equal(code, 0, stderr);
-    assert.equal(stdout.trim(), `offline model ready in ${path.join(dir, 'toolrouter/glove-100d-sif')}`);
+    assert.equal(stdout.trim(), `offline model ready in ${path.join(dir, 'toolrouter/glove-100d-sif-100k')}`);
   });
 });
 

@@ -1,6 +1,8 @@
 import type { CatalogEntry } from '../catalog/catalog.js';
 import type { KeyRecord } from './keys.js';
 
+const byRecord = new WeakMap<KeyRecord, Access>();
+
 /**
  * Who is asking, and what they may see: the admin (or anyone, on an open service) sees everything; a virtual key sees
  * the tools of its allowed servers, further narrowed to its allowed tools. Every face asks this one object, so a rule
@@ -9,6 +11,7 @@ import type { KeyRecord } from './keys.js';
 export class Access {
   private readonly servers: Set<string> | undefined;
   private readonly tools: Set<string> | undefined;
+  private view: string | undefined;
 
   private constructor(
     readonly kind: 'admin' | 'open' | 'key' | 'anonymous',
@@ -25,8 +28,17 @@ export class Access {
   /** A caller without a key let through to the chat proxy (chat.requireKey off): sees every tool, manages nothing. */
   static readonly anonymous = new Access('anonymous');
 
+  /**
+   * One Access per stored record (records are replaced, never changed in place): a key that sees half of 10,000 tools
+   * would otherwise rebuild its name sets and view key on every request, which cost more than the search itself.
+   */
   static forKey(key: KeyRecord): Access {
-    return new Access('key', key);
+    let access = byRecord.get(key);
+    if (!access) {
+      access = new Access('key', key);
+      byRecord.set(key, access);
+    }
+    return access;
   }
 
   /** May manage keys, catalog sources, the index and settings. */
@@ -50,7 +62,9 @@ export class Access {
 
   /** What this caller may see, as a string: callers with equal views share caches keyed by it (visible sets, view hashes). */
   get viewKey(): string {
-    return JSON.stringify([this.key?.allowedServers ?? null, this.key?.allowedTools ?? null]);
+    // Computed once: the same string object on every request, so the caches keyed by it hash it once too.
+    this.view ??= JSON.stringify([this.key?.allowedServers ?? null, this.key?.allowedTools ?? null]);
+    return this.view;
   }
 
   /** An upstream tool belongs to its server; a static tool to its source. */

@@ -45,6 +45,8 @@ export class MemoryKeyStore implements KeyStore {
  */
 export class RedisKeyStore implements KeyStore {
   private readonly lastKnown = new Map<string, KeyRecord>();
+  /** The stored JSON each lastKnown record was parsed from: an unchanged key is not parsed again on every request. */
+  private readonly lastRaw = new Map<string, string>();
 
   constructor(
     private readonly redis: Redis,
@@ -70,10 +72,15 @@ export class RedisKeyStore implements KeyStore {
     }
     if (stored === null) {
       this.lastKnown.delete(secretHash);
+      this.lastRaw.delete(secretHash);
       return undefined;
     }
+    const known = this.lastKnown.get(secretHash);
+    // The same record object for the same stored text, so what is derived from it (Access.forKey) is reused.
+    if (known && this.lastRaw.get(secretHash) === stored) return known;
     const record = JSON.parse(stored) as KeyRecord;
     this.lastKnown.set(secretHash, record);
+    this.lastRaw.set(secretHash, stored);
     return record;
   }
 
@@ -86,7 +93,10 @@ export class RedisKeyStore implements KeyStore {
     if (secretHashes.length === 0) return [];
     const stored = await withRedis('deleting keys', () => this.redis.hmget(this.keys.apiKeys, ...secretHashes));
     await withRedis('deleting keys', () => this.redis.hdel(this.keys.apiKeys, ...secretHashes));
-    for (const hash of secretHashes) this.lastKnown.delete(hash);
+    for (const hash of secretHashes) {
+      this.lastKnown.delete(hash);
+      this.lastRaw.delete(hash);
+    }
     return stored.filter((json): json is string => json !== null).map((json) => JSON.parse(json) as KeyRecord);
   }
 }

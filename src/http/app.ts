@@ -62,6 +62,9 @@ export function createApp(deps: AppDependencies): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  // Every answer is computed per request (POST searches above all): a SHA-1 of each body for an ETag nobody revalidates
+  // against is pure cost on the search path.
+  app.set('etag', false);
   if (deps.security) app.set('trust proxy', deps.security.trustProxy);
   app.use(requestLog(deps.log));
   app.use((req, res, next) => {

@@ -23,8 +23,10 @@ export function requestLog(log: Logger): RequestHandler {
     const id = typeof incoming === 'string' && ACCEPTED_ID.test(incoming) ? incoming : randomUUID();
     (res.locals as { requestId?: string }).requestId = id;
     res.setHeader('x-request-id', id);
-    const started = performance.now();
     const level = QUIET_PATHS.has(req.path) ? 'debug' : 'info';
+    // Nothing would be written (level warn or quieter): no timer, no listeners on the hot path.
+    if (!log.isLevelEnabled('info')) return next();
+    const started = performance.now();
     let finished = false;
     res.once('finish', () => {
       finished = true;

@@ -9,7 +9,7 @@ import { serializeIndex } from './artifact.js';
 import { LexicalIndex } from './lexical.js';
 import { BuildCancelledError, type SearchIndex } from './search-index.js';
 import { buildVectorIndex } from './vector.js';
-import type { BuildReply, BuildRequest, BuildWorkerData } from './worker-builder.js';
+import type { BuildReply, BuildRequest, BuildVectors, BuildWorkerData } from './worker-builder.js';
 
 const { lexical, hnsw, cancel } = workerData as BuildWorkerData;
 const cancelFlag = new Int32Array(cancel);
@@ -17,18 +17,42 @@ const checkpoint = () => {
   if (Atomics.load(cancelFlag, 0) === 1) throw new BuildCancelledError('the index build was cancelled');
 };
 
+/** BM25 indexes built from a build's texts, waiting for its vectors. */
+const lexicalByBuild = new Map<number, { names: string[]; lexical: LexicalIndex } | Error>();
+
 parentPort!.on('message', (request: BuildRequest) => {
+  if (request.kind === 'drop') {
+    lexicalByBuild.delete(request.id);
+    return;
+  }
+  if (request.kind === 'texts') {
+    // Built now, while the API thread embeds; an error is kept and reported with the build's reply.
+    try {
+      checkpoint();
+      const { names, texts } = request;
+      lexicalByBuild.set(request.id, { names, lexical: LexicalIndex.build(names.map((name, i) => ({ name, text: texts[i]! })), lexical) });
+    } catch (error) {
+      lexicalByBuild.set(request.id, error instanceof Error ? error : new Error(String(error)));
+    }
+    return;
+  }
   let reply: BuildReply;
   try {
     reply = build(request);
   } catch (error) {
     reply = { id: request.id, error: error instanceof Error ? error.message : String(error) };
+  } finally {
+    lexicalByBuild.delete(request.id);
   }
   parentPort!.postMessage(reply, 'artifact' in reply ? [reply.artifact] : []);
 });
 
-function build({ id, catalogHash, model, builtAt, names, texts, vectors, dimensions }: BuildRequest): BuildReply {
+function build({ id, catalogHash, model, builtAt, vectors, dimensions }: BuildVectors): BuildReply {
   checkpoint();
+  const built = lexicalByBuild.get(id);
+  if (built === undefined) throw new Error(`index build ${id}: the texts never arrived`);
+  if (built instanceof Error) throw built;
+  const { names } = built;
   const matrix = new Float32Array(vectors);
   const rows = names.map((_, row) => matrix.subarray(row * dimensions, (row + 1) * dimensions));
   const index: SearchIndex = {
@@ -36,10 +60,7 @@ function build({ id, catalogHash, model, builtAt, names, texts, vectors, dimensi
     model,
     builtAt,
     size: names.length,
-    lexical: LexicalIndex.build(
-      names.map((name, i) => ({ name, text: texts[i]! })),
-      lexical,
-    ),
+    lexical: built.lexical,
     vectors: buildVectorIndex(names, rows, hnsw, checkpoint),
   };
   checkpoint();

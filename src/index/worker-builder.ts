@@ -19,14 +19,27 @@ export interface BuildWorkerData {
   cancel: SharedArrayBuffer;
 }
 
-export interface BuildRequest {
+/**
+ * A build comes in two messages with the same id, so BM25 is built while this thread embeds: first the texts (the
+ * thread starts on the lexical index at once), then the vectors (the graph, then the artifact). `drop` abandons a build
+ * whose embedding failed.
+ */
+export type BuildRequest = BuildTexts | BuildVectors | { kind: 'drop'; id: number };
+
+export interface BuildTexts {
+  kind: 'texts';
+  id: number;
+  /** Per catalog entry, in catalog order: its name and its searchable text. */
+  names: string[];
+  texts: SearchableText[];
+}
+
+export interface BuildVectors {
+  kind: 'vectors';
   id: number;
   catalogHash: string;
   model: string;
   builtAt: string;
-  /** Per catalog entry, in catalog order: its name, its searchable text, and its row of `vectors`. */
-  names: string[];
-  texts: SearchableText[];
   /** names.length × dimensions float32 values, row-major (transferred). */
   vectors: ArrayBuffer;
   dimensions: number;
@@ -63,33 +76,47 @@ export class WorkerIndexBuilder implements IndexBuilder {
     const started = performance.now();
     const { entries } = snapshot;
     const { embedder, cache } = this.options;
-    const { vectors, embedded } = await embedWithCache(
-      entries.map((entry) => embeddingText(entry.text)),
-      embedder,
-      cache,
-    );
-    if (this.closed) throw new Error('the index builder is closed');
-    const dimensions = vectors[0]?.length ?? embedder.dimensions;
-    const matrix = new Float32Array(entries.length * dimensions);
-    vectors.forEach((vector, row) => matrix.set(vector, row * dimensions));
     const id = this.nextId++;
-    const request: BuildRequest = {
+    const reply = new Promise<BuildReply>((resolve, reject) => this.waiting.set(id, { resolve, reject }));
+    // The thread may die while this thread still embeds; the failure is read where the reply is awaited.
+    reply.catch(() => undefined);
+    // The texts go first: the thread builds BM25 while this thread embeds (the two used to run one after the other).
+    const texts: BuildTexts = { kind: 'texts', id, names: entries.map((entry) => entry.tool.name), texts: entries.map((entry) => entry.text) };
+    this.thread().postMessage(texts);
+    let matrix: Float32Array;
+    let embedded: number;
+    let dimensions: number;
+    try {
+      const result = await embedWithCache(
+        entries.map((entry) => embeddingText(entry.text)),
+        embedder,
+        cache,
+      );
+      if (this.closed) throw new Error('the index builder is closed');
+      embedded = result.embedded;
+      dimensions = result.vectors[0]?.length ?? embedder.dimensions;
+      matrix = new Float32Array(entries.length * dimensions);
+      result.vectors.forEach((vector, row) => matrix.set(vector, row * dimensions));
+    } catch (error) {
+      this.waiting.delete(id);
+      this.worker?.postMessage({ kind: 'drop', id } satisfies BuildRequest);
+      throw error;
+    }
+    const request: BuildVectors = {
+      kind: 'vectors',
       id,
       catalogHash: snapshot.catalogHash,
       model: embedder.modelId,
       builtAt: new Date().toISOString(),
-      names: entries.map((entry) => entry.tool.name),
-      texts: entries.map((entry) => entry.text),
-      vectors: matrix.buffer,
+      vectors: matrix.buffer as ArrayBuffer,
       dimensions,
     };
-    const reply = await new Promise<BuildReply>((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      this.thread().postMessage(request, [matrix.buffer]);
-    });
-    if ('error' in reply) throw new Error(reply.error);
+    // The thread that got the texts: if it died meanwhile, the reply above has already failed.
+    this.worker?.postMessage(request, [request.vectors]);
+    const answer = await reply;
+    if ('error' in answer) throw new Error(answer.error);
     // The artifact is the same format a BullMQ worker stores in Redis; loading it is the only part on this thread.
-    const index = deserializeIndex(Buffer.from(reply.artifact), this.options.lexical);
+    const index = deserializeIndex(Buffer.from(answer.artifact), this.options.lexical);
     this.options.onBuilt?.({ tools: entries.length, embedded, durationMs: performance.now() - started }, index);
     return index;
   }
