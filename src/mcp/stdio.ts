@@ -2,8 +2,10 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { serveStdio as serveModernStdio } from '@modelcontextprotocol/server/stdio';
+import type { Logger } from 'pino';
 import { Access } from '../auth/access.js';
-import type { Toolrouter } from '../server.js';
+import type { McpGateway } from './gateway.js';
+import type { UpstreamManager } from './upstream.js';
 import { createModernServer } from './modern.js';
 import { createMcpServer } from './server.js';
 
@@ -69,7 +71,14 @@ class HandOver implements Transport {
  * 1.x SDK's server, as before). Exits when the client closes stdin or on SIGINT/SIGTERM, closing upstream connections
  * (and their child processes) first.
  */
-export async function serveStdio(router: Toolrouter): Promise<void> {
+/** What stdio serving needs from the assembled router: its gateway, its logger, and a way to close it all. */
+export interface StdioRouter {
+  mcp: { gateway: McpGateway; upstreams: Pick<UpstreamManager, 'status'> };
+  log: Logger;
+  close(): Promise<void>;
+}
+
+export async function serveStdio(router: StdioRouter): Promise<void> {
   const { gateway } = router.mcp;
   const log = router.log;
   const pipe = new StdioServerTransport();
@@ -122,5 +131,5 @@ export async function serveStdio(router: Toolrouter): Promise<void> {
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
   await pipe.start();
-  log.info({ upstreams: Object.keys(router.config.mcp.servers) }, 'toolrouter MCP gateway on stdio');
+  log.info({ upstreams: router.mcp.upstreams.status().map((upstream) => upstream.name) }, 'toolrouter MCP gateway on stdio');
 }

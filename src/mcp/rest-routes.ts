@@ -1,9 +1,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import { GatewayError, type McpGateway } from '../../mcp/gateway.js';
-import type { UpstreamManager } from '../../mcp/upstream.js';
-import { accessOf } from '../auth.js';
-import { HttpError, parseBody } from '../errors.js';
+import { GatewayError, type McpGateway } from './gateway.js';
+import type { UpstreamManager } from './upstream.js';
+import { accessOf } from '../http/auth.js';
+import { HttpError, parseBody } from '../http/errors.js';
 
 const callBody = z
   .object({
