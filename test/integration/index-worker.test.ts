@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Catalog } from '../../src/catalog/catalog.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createEmbedder } from '../../src/embedding/embedder.js';
+import { WorkerIndexBuilder } from '../../src/index/worker-builder.js';
+import { startRouter, type RunningRouter } from '../helpers/router.js';
+import { syntheticTools } from '../helpers/synthetic.js';
+
+/**
+ * Without Redis the index is built in a worker thread: embedding, BM25 and HNSW for 100,000 tools take tens of seconds
+ * of CPU, and on the API's thread every request would wait for them. While such a build is in flight the probes and
+ * searches (served from the previous index) must keep answering.
+ */
+describe('in-process index builds run off the request thread', () => {
+  let api: RunningRouter;
+
+  before(async () => {
+    api = await startRouter({ bodyLimit: '200mb', catalog: { sources: { base: syntheticTools(50, 'base') } } });
+    await api.indexed();
+  });
+
+  after(async () => {
+    // Ends the build thread mid-build: shutdown does not wait for it.
+    await api.close();
+  });
+
+  async function timed(method: string, route: string, body?: unknown): Promise<{ status: number; body: any; ms: number }> {
+    const started = performance.now();
+    const reply = await api.request(method, route, body);
+    return { status: reply.status, body: reply.body, ms: performance.now() - started };
+  }
+
+  test('/health and a search answer within 1 s while a 100,000-tool build is in flight', async () => {
+    const baseHash = api.router.indexes.current!.catalogHash;
+    const put = await api.request('PUT', '/v1/catalog/sources/bulk', { tools: syntheticTools(100_000, 'bulk') });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    const bulkHash = put.body.catalogHash as string;
+
+    let probes = 0;
+    // Bounded: at most 20 rounds, stopping early only if the build finished (then the last check below fails).
+    for (let round = 0; round < 20; round++) {
+      const status = await timed('GET', '/v1/index/status');
+      if (status.body.indexedHash === bulkHash) break;
+      assert.equal(status.body.state, 'building');
+      const health = await timed('GET', '/health');
+      assert.equal(health.status, 200);
+      assert.ok(health.ms < 1000, `/health took ${health.ms.toFixed(0)} ms during the build`);
+      const search = await timed('POST', '/v1/tools/search', { query: 'create an invoice in the billing system' });
+      assert.equal(search.status, 200, JSON.stringify(search.body));
+      assert.ok(search.ms < 1000, `search took ${search.ms.toFixed(0)} ms during the build`);
+      // Served from the index that was live before the PUT.
+      assert.equal(search.body.index.hash, baseHash);
+      assert.ok(search.body.results.length > 0);
+      probes++;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    assert.ok(probes >= 10, `only ${probes} probes ran before the build finished; the test proves nothing`);
+    assert.equal(api.router.indexes.status().state, 'building', 'the build was still in flight after the probes');
+  });
+});
+
+describe('the build thread', () => {
+  test('builds the index of the snapshot it is given, one build after another, and ends on close', async () => {
+    const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
+    const builder = new WorkerIndexBuilder({ embedder: await createEmbedder(config.embedding), lexical: config.search.lexical, hnsw: config.search.hnsw });
+    try {
+      const catalog = new Catalog();
+      catalog.setSource('s', syntheticTools(30, 'thread'));
+      const first = await builder.build(catalog.snapshot());
+      assert.equal(first.catalogHash, catalog.snapshot().catalogHash);
+      assert.equal(first.size, 30);
+      const seventh = catalog.snapshot().entries[7]!.tool.name;
+      assert.equal(first.lexical.search('thread7', 1)[0]?.name, seventh);
+      assert.equal(first.model, (await createEmbedder(config.embedding)).modelId);
+      const [query] = await (await createEmbedder(config.embedding)).embed([catalog.snapshot().entries[7]!.tool.description!]);
+      assert.equal(first.vectors.search(query!, 1)[0]?.name, seventh);
+      assert.equal(builder.running, true);
+      catalog.setSource('s', syntheticTools(40, 'thread'));
+      const second = await builder.build(catalog.snapshot());
+      assert.equal(second.size, 40);
+      assert.equal(second.catalogHash, catalog.snapshot().catalogHash);
+    } finally {
+      await builder.close();
+    }
+    assert.equal(builder.running, false);
+    await assert.rejects(builder.build(new Catalog().snapshot()), /closed/);
+  });
+});

@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { validateTools } from '../../src/catalog/validate.js';
+import { chatCompletionsUrl } from '../../src/chat/proxy.js';
+import { contentText, conversationQuery } from '../../src/chat/query.js';
+import { parseChatRequest } from '../../src/chat/request.js';
+import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/rewrite.js';
+import { searchToolName } from '../../src/chat/search-tool.js';
+import { StickySelections } from '../../src/chat/sticky.js';
+import { parseResponsesRequest } from '../../src/chat/responses.js';
+import { indexableTool, openAiFunctionTool } from '../../src/chat/tools.js';
+
+const user = (content: unknown) => ({ role: 'user', content });
+const fn = (name: string) => ({ type: 'function', function: { name, parameters: { type: 'object' } } });
+
+describe('conversationQuery', () => {
+  it('weights the last user turn and adds the two before it, newest first', () => {
+    const messages = parseChatRequest({
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        user('first turn'),
+        user('second turn'),
+        { role: 'assistant', content: 'answer' },
+        user('third turn'),
+        user('fourth turn'),
+      ],
+    }).messages;
+    assert.equal(conversationQuery(messages, 2_000), 'fourth turn\nfourth turn\nthird turn\nsecond turn');
+  });
+
+  it('reads text parts of array content and skips the rest', () => {
+    assert.equal(
+      contentText([{ type: 'text', text: 'look at' }, { type: 'image_url', image_url: { url: 'x' } }, null, { type: 'text', text: ' this\n chart' }]),
+      'look at this chart',
+    );
+    assert.equal(contentText(null), '');
+  });
+
+  it('falls back to the system prompt when no user text exists, and is empty when there is nothing at all', () => {
+    const withSystem = parseChatRequest({ messages: [{ role: 'developer', content: 'Manage the calendar.' }, user([{ type: 'image_url' }])] });
+    assert.equal(conversationQuery(withSystem.messages, 2_000), 'Manage the calendar.\nManage the calendar.');
+    assert.equal(conversationQuery(parseChatRequest({ messages: [{ role: 'assistant', content: 'hi' }] }).messages, 2_000), '');
+  });
+
+  it('stays within the length budget, keeping the start and end of a long turn', () => {
+    const long = `START ${'filler '.repeat(2_000)} END`;
+    const query = conversationQuery([{ role: 'user', content: 'older' }, { role: 'user', content: long }], 400);
+    assert.ok(query.length <= 400, `${query.length}`);
+    assert.match(query, /^START .* END\nSTART .* END\nolder$/s);
+  });
+
+  it('never turns a user message into a select: query', () => {
+    assert.ok(!conversationQuery([user('select:fs__delete_file please')], 2_000).toLowerCase().startsWith('select:'));
+  });
+});
+
+describe('keep-rules', () => {
+  it('names tool_choice, tool-result, called and pinned tools, strongest reason first', () => {
+    const request = parseChatRequest({
+      messages: [
+        user('hi'),
+        { role: 'assistant', tool_calls: [{ id: 'a', function: { name: 'one' } }, { id: 'b', type: 'custom', custom: { name: 'two' } }] },
+        { role: 'tool', tool_call_id: 'a', content: 'x' },
+        { role: 'tool', tool_call_id: 'unknown', content: 'y' },
+        { role: 'assistant', function_call: { name: 'legacy', arguments: '{}' } },
+        { role: 'function', name: 'legacy_result', content: 'z' },
+      ],
+      tool_choice: { type: 'function', function: { name: 'two' } },
+    });
+    assert.deepEqual(
+      [...requiredTools(request, ['pinned', 'one'])],
+      [
+        ['two', 'tool_choice'],
+        ['one', 'tool_result'],
+        ['legacy_result', 'tool_result'],
+        ['legacy', 'called'],
+        ['pinned', 'pinned'],
+      ],
+    );
+  });
+
+  it('keeps rule-kept and ranked tools in request order and drops the rest', () => {
+    const request = parseChatRequest({ messages: [user('x')], tools: [fn('a'), fn('b'), { type: 'custom', custom: { name: 'c' } }, fn('d'), fn('e')] });
+    const selection = selectRequestTools(request.tools, new Map([['d', 'called' as const]]), [{ name: 'e', score: 0.9 }]);
+    assert.deepEqual(selection.keep, [false, false, true, true, true]);
+    assert.deepEqual(selection.kept, [
+      { name: 'c', reason: 'not_a_function', source: 'request' },
+      { name: 'd', reason: 'called', source: 'request' },
+      { name: 'e', reason: 'ranked', score: 0.9, source: 'request' },
+    ]);
+    assert.deepEqual(selection.dropped, [
+      { name: 'a', reason: 'below_top_k' },
+      { name: 'b', reason: 'below_top_k' },
+    ]);
+  });
+});
+
+describe('tool conversions', () => {
+  it('indexes what search reads and passes catalog validation whatever the parameter schema says', () => {
+    const tool = indexableTool({
+      name: 'get_weather',
+      description: 'Weather for a city',
+      parameters: { type: 'object', properties: { city: { type: 'strng', description: 'City name' }, days: { type: 7 } }, required: 'city' },
+    });
+    assert.deepEqual(tool, {
+      name: 'get_weather',
+      description: 'Weather for a city',
+      inputSchema: { type: 'object', properties: { city: { description: 'City name' }, days: {} } },
+    });
+    assert.doesNotThrow(() => validateTools([tool, indexableTool({ name: 'no_params' })]));
+  });
+
+  it('turns a catalog tool into an OpenAI function with its input schema as parameters', () => {
+    const inputSchema = { type: 'object' as const, properties: { q: { type: 'string' } } };
+    assert.deepEqual(openAiFunctionTool({ name: 'web__search', title: 'Search', inputSchema }), {
+      type: 'function',
+      function: { name: 'web__search', description: 'Search', parameters: inputSchema },
+    });
+  });
+});
+
+describe('chatCompletionsUrl', () => {
+  it('appends /chat/completions to a base URL and keeps the caller query string', () => {
+    assert.equal(chatCompletionsUrl('https://api.example.com/v1', '/v1/chat/completions'), 'https://api.example.com/v1/chat/completions');
+    assert.equal(chatCompletionsUrl('https://api.example.com/v1/', '/v1/chat/completions'), 'https://api.example.com/v1/chat/completions');
+    assert.equal(
+      chatCompletionsUrl('https://x.openai.azure.com/openai/deployments/gpt/chat/completions', '/v1/chat/completions?api-version=2024-10-21'),
+      'https://x.openai.azure.com/openai/deployments/gpt/chat/completions?api-version=2024-10-21',
+    );
+  });
+});
+
+describe('maxTools cap', () => {
+  const kept = (name: string, reason: KeptTool['reason'], score?: number): KeptTool => ({ name, reason, source: 'request', ...(score === undefined ? {} : { score }) });
+
+  it('drops the weakest reasons first, lower scores before higher, and keeps the order of what stays', () => {
+    const list = [kept('a', 'ranked', 0.9), kept('b', 'tool_choice'), kept('c', 'ranked', 0.2), kept('d', 'sticky'), kept('e', 'called'), kept('f', 'ranked', 0.5)];
+    const { keep, dropped } = capKept(list, 4);
+    assert.deepEqual(list.filter((_tool, i) => keep[i]).map((tool) => tool.name), ['a', 'b', 'd', 'e']);
+    assert.deepEqual(dropped, [{ name: 'f', reason: 'over_max_tools' }, { name: 'c', reason: 'over_max_tools' }]);
+    assert.deepEqual(capKept(list, 6).dropped, []);
+    // Keep-rules alone over the cap: tool_choice outlasts everything.
+    const rules = [kept('x', 'pinned'), kept('y', 'tool_choice'), kept('z', 'tool_result')];
+    assert.deepEqual(capKept(rules, 1).keep, [false, true, false]);
+  });
+});
+
+describe('sticky selection', () => {
+  it("puts the earlier turn's tools first in their order and appends the rest in request order", () => {
+    const items = ['a', 'b', 'c', 'd', 'e'].map((name) => ({ name }));
+    assert.deepEqual(stickyOrder(items, (item) => item.name, ['d', 'gone', 'b']).map((item) => item.name), ['d', 'b', 'a', 'c', 'e']);
+  });
+
+  it('recognises a later turn by its history prefix, per key and API, and a response by its id', () => {
+    const sticky = new StickySelections(10);
+    const turn1 = parseChatRequest({ messages: [user('email Bob')] });
+    sticky.set(sticky.keys(turn1, undefined), ['gmail']);
+    const turn2 = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', content: 'sent' }, user('and the weather?')] });
+    assert.deepEqual(sticky.get(sticky.keys(turn2, undefined)), ['gmail']);
+    assert.deepEqual(sticky.get(sticky.keys(turn2, 'key_other')), [], 'another key does not share it');
+    assert.deepEqual(sticky.get(sticky.keys(parseChatRequest({ messages: [user('email Alice')] }), undefined)), []);
+
+    const first = parseResponsesRequest({ input: 'email Bob' });
+    sticky.set(sticky.keys(first, undefined), ['gmail', 'weather'], 'resp_1');
+    const next = parseResponsesRequest({ input: 'something else', previous_response_id: 'resp_1' });
+    assert.deepEqual(sticky.get(sticky.keys(next, undefined)), ['gmail', 'weather']);
+  });
+
+  it('forgets the least recently used conversation beyond its size', () => {
+    const sticky = new StickySelections(2);
+    const keys = ['one', 'two', 'three'].map((text) => sticky.keys(parseChatRequest({ messages: [user(text)] }), undefined));
+    keys.forEach((key, i) => sticky.set(key, [`tool${i}`]));
+    assert.equal(sticky.count, 2);
+    assert.deepEqual(sticky.get(keys[0]!), []);
+    assert.deepEqual(sticky.get(keys[2]!), ['tool2']);
+  });
+});
+
+describe('search tool name', () => {
+  it('is the configured one unless the request already has a tool of that name', () => {
+    const request = parseChatRequest({ messages: [user('x')], tools: [fn('search_tools'), fn('search_tools_2'), fn('other')] });
+    assert.equal(searchToolName(request.tools, 'find_tools'), 'find_tools');
+    assert.equal(searchToolName(request.tools, 'search_tools'), 'search_tools_3');
+  });
+});

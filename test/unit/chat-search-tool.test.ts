@@ -1,0 +1,322 @@
+import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import pino from 'pino';
+import type { Tool } from '../../src/catalog/types.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createEmbedder, type Embedder } from '../../src/embedding/embedder.js';
+import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
+import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';
+import {
+  completion,
+  functionCallEvents,
+  functionCallResponse,
+  jsonBody,
+  postJson as post,
+  responseObject,
+  responsesEventStream,
+  scripted,
+  sse,
+  startStandInLlm,
+  textChunks,
+  toolCallChunks,
+  toolCallCompletion,
+  type StandInLlm,
+} from '../helpers/stand-in-llm.js';
+import { syntheticTools } from '../helpers/synthetic.js';
+import { counter } from '../helpers/metrics.js';
+
+const asFunction = (tool: Tool) => ({ type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.inputSchema } });
+const asResponsesFunction = (tool: Tool) => ({ type: 'function', name: tool.name, description: tool.description, parameters: tool.inputSchema });
+const TOOLS = fixtureTools().map(asFunction);
+const RESPONSES_TOOLS = fixtureTools().map(asResponsesFunction);
+const NEEDED = 'weather__get_forecast';
+const ASK = { query: 'weather forecast for a city' };
+const user = (content: string) => ({ role: 'user', content });
+/**
+ * A conversation about email: with k=1 the weather tool it will need is not forwarded. Each test has its own (sticky
+ * selection remembers a conversation's tools).
+ */
+const emailTo = (name: string) => [user(`Email ${name} the quarterly report summary.`)];
+const EMAIL = emailTo('Bob');
+
+const chatNames = (tools: any[]) => tools.map((tool) => tool.function?.name ?? tool.name ?? tool.type);
+
+
+describe('search tool: a trimmed request still reaches the tool it needs', () => {
+  let llm: StandInLlm;
+  let api: RunningRouter;
+  let completions: string;
+  let responses: string;
+
+  before(async () => {
+    llm = await startStandInLlm();
+    api = await startRouter({ upstreamLlmUrl: llm.url, chat: { k: 1, searchRounds: 2 } });
+    completions = `${api.url}/v1/chat/completions`;
+    responses = `${api.url}/v1/responses`;
+  });
+  after(async () => {
+    await api.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  /** Turn 1 had the search tool and not the needed tool; turn 2 got it, after the search call and its answer. */
+  function assertSearchRound(api: 'chat' | 'responses') {
+    assert.equal(llm.received.length, 2);
+    const [first, second] = llm.received.map((request) => request.json);
+    assert.ok(!chatNames(first.tools).includes(NEEDED), chatNames(first.tools).join(', '));
+    assert.equal(chatNames(first.tools).at(-1), 'search_tools');
+    assert.ok(chatNames(second.tools).includes(NEEDED), chatNames(second.tools).join(', '));
+    // What the model saw before stays first, in the same order: the found tools are appended.
+    assert.deepEqual(chatNames(second.tools).slice(0, first.tools.length - 1), chatNames(first.tools).slice(0, -1));
+    if (api === 'chat') {
+      const [call, result] = second.messages.slice(-2);
+      assert.equal(call.role, 'assistant');
+      assert.equal(call.tool_calls[0].function.name, 'search_tools');
+      assert.deepEqual(JSON.parse(call.tool_calls[0].function.arguments), ASK);
+      assert.equal(result.role, 'tool');
+      assert.equal(result.tool_call_id, 'call_search');
+      assert.ok(JSON.parse(result.content).tools.some((tool: any) => tool.name === NEEDED), result.content);
+    } else {
+      const [call, result] = second.input.slice(-2);
+      assert.deepEqual(call, { type: 'function_call', call_id: 'call_search', name: 'search_tools', arguments: JSON.stringify(ASK) });
+      assert.equal(result.type, 'function_call_output');
+      assert.equal(result.call_id, 'call_search');
+      assert.ok(JSON.parse(result.output).tools.some((tool: any) => tool.name === NEEDED), result.output);
+    }
+  }
+
+  it('chat, not streamed: answers the search call itself and the caller gets the call of the found tool', async () => {
+    const before = await counter(api, 'toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' });
+    const final = toolCallCompletion('call_weather', NEEDED, { city: 'Lisbon' });
+    llm.respond(scripted(jsonBody(() => toolCallCompletion('call_search', 'search_tools', ASK)), jsonBody(() => final)));
+    const answer = await post(completions, { model: 'm', messages: EMAIL, tools: TOOLS });
+    assert.equal(answer.status, 200, answer.raw.toString());
+    assert.deepEqual(answer.json, final);
+    assert.equal(answer.headers.get('x-toolrouter-search-calls'), '1');
+    assertSearchRound('chat');
+    assert.equal(await counter(api, 'toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' }), before + 1);
+  });
+
+  it('chat, streamed: holds the turn that calls the search tool and streams the final one byte for byte', async () => {
+    const final = textChunks('The forecast for Lisbon is sunny.');
+    llm.respond(scripted(sse(() => toolCallChunks('call_search', 'search_tools', ASK)), sse(() => final)));
+    const answer = await post(completions, { model: 'm', messages: emailTo('Erin'), tools: TOOLS, stream: true });
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers.get('content-type'), 'text/event-stream');
+    assert.equal(answer.raw.toString(), final.join(''));
+    assertSearchRound('chat');
+  });
+
+  it('Responses API, not streamed and streamed', async () => {
+    llm.respond(scripted(jsonBody(() => functionCallResponse('call_search', 'search_tools', ASK)), jsonBody(() => responseObject('Sunny.'))));
+    const plain = await post(responses, { model: 'm', input: emailTo('Frank')[0]!.content, tools: RESPONSES_TOOLS });
+    assert.equal(plain.status, 200, plain.raw.toString());
+    assert.deepEqual(plain.json, responseObject('Sunny.'));
+    assertSearchRound('responses');
+
+    llm.reset();
+    llm.respond(scripted(sse(() => functionCallEvents('call_search', 'search_tools', ASK)), sse(() => [responsesEventStream('Sunny in Lisbon')])));
+    const streamed = await post(responses, { model: 'm', input: emailTo('Grace')[0]!.content, tools: RESPONSES_TOOLS, stream: true });
+    assert.equal(streamed.status, 200);
+    assert.equal(streamed.raw.toString(), responsesEventStream('Sunny in Lisbon'));
+    assertSearchRound('responses');
+  });
+
+  it('passes a turn that does not call the search tool straight through', async () => {
+    const answer = await post(completions, { model: 'm', messages: [user('Email Alice the minutes.')], tools: TOOLS });
+    assert.deepEqual(answer.json, completion());
+    assert.equal(llm.received.length, 1);
+    assert.equal(answer.headers.get('x-toolrouter-search-calls'), '0');
+  });
+
+  it('is bounded: after searchRounds answered searches the model turn goes to the caller as it is', async () => {
+    llm.respond(jsonBody(() => toolCallCompletion('call_again', 'search_tools', { query: 'something else' })));
+    const answer = await post(completions, { model: 'm', messages: [user('Email Carol the agenda.')], tools: TOOLS });
+    assert.equal(answer.status, 200);
+    assert.equal(llm.received.length, 3, 'two rounds answered, the third turn forwarded');
+    assert.equal(answer.json.choices[0].message.tool_calls[0].function.name, 'search_tools');
+    const lastAnswer = JSON.parse(llm.received[2]!.json.messages.at(-1).content);
+    assert.match(lastAnswer.note, /last tool search/);
+  });
+
+  it('answers a malformed search call with how to call it, and continues', async () => {
+    llm.respond(scripted(jsonBody(() => toolCallCompletion('call_bad', 'search_tools', { q: 1 })), jsonBody(() => completion('done'))));
+    const answer = await post(completions, { model: 'm', messages: [user('Email Dan the invoice.')], tools: TOOLS });
+    assert.deepEqual(answer.json, completion('done'));
+    assert.match(JSON.parse(llm.received[1]!.json.messages.at(-1).content).error, /"query"/);
+  });
+
+  it("picks another name when the caller's tools already have one called search_tools", async () => {
+    const own = { type: 'function', function: { name: 'search_tools', description: 'Search the product catalogue', parameters: { type: 'object' } } };
+    const answer = await post(`${api.url}/v1/tools/rewrite`, { messages: EMAIL, tools: [own, ...TOOLS] });
+    assert.equal(answer.json.decision.searchTool, 'search_tools_2');
+    assert.equal(chatNames(answer.json.request.tools).at(-1), 'search_tools_2');
+  });
+});
+
+describe('sticky selection', () => {
+  let llm: StandInLlm;
+  let api: RunningRouter;
+
+  before(async () => {
+    llm = await startStandInLlm();
+    api = await startRouter({ upstreamLlmUrl: llm.url, chat: { k: 3 } });
+  });
+  after(async () => {
+    await api.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  it("turn N+1 forwards turn N's tools first, in the same order, over three turns", async () => {
+    const turns = ['Email Bob the quarterly report.', 'Now check the weather forecast in Lisbon.', 'Open a GitHub issue about the outage.'];
+    const messages: unknown[] = [{ role: 'system', content: 'You are an office assistant.' }];
+    const forwarded: string[][] = [];
+    for (const text of turns) {
+      messages.push(user(text));
+      const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages, tools: TOOLS });
+      assert.equal(answer.status, 200);
+      forwarded.push(chatNames(llm.received.at(-1)!.json.tools).filter((name) => name !== 'search_tools'));
+      messages.push({ role: 'assistant', content: 'Done.' });
+    }
+    for (let turn = 1; turn < forwarded.length; turn++) {
+      assert.deepEqual(forwarded[turn]!.slice(0, forwarded[turn - 1]!.length), forwarded[turn - 1], `turn ${turn + 1}: ${forwarded[turn]!.join(', ')}`);
+      assert.ok(forwarded[turn]!.length > forwarded[turn - 1]!.length, 'new picks are appended');
+    }
+    assert.ok(forwarded[1]!.includes('weather__get_forecast') && forwarded[2]!.includes('github__create_issue'), forwarded.at(-1)!.join(', '));
+
+    // Another conversation starts from nothing.
+    await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user(turns[1]!)], tools: TOOLS });
+    assert.ok(!chatNames(llm.received.at(-1)!.json.tools).includes('gmail__send_email'));
+  });
+
+  it('follows a Responses conversation through previous_response_id', async () => {
+    llm.respond(jsonBody(() => ({ ...responseObject(), id: 'resp_turn1' })));
+    const first = await post(`${api.url}/v1/responses`, { model: 'm', input: 'Email Bob the quarterly report.', tools: RESPONSES_TOOLS });
+    assert.equal(first.status, 200);
+    const turn1 = chatNames(llm.received[0]!.json.tools).filter((name) => name !== 'search_tools');
+    await post(`${api.url}/v1/responses`, { model: 'm', previous_response_id: 'resp_turn1', input: 'Now the weather forecast in Lisbon.', tools: RESPONSES_TOOLS });
+    const turn2 = chatNames(llm.received[1]!.json.tools).filter((name) => name !== 'search_tools');
+    assert.deepEqual(turn2.slice(0, turn1.length), turn1);
+    assert.ok(turn2.includes('weather__get_forecast'), turn2.join(', '));
+  });
+});
+
+describe('maxTools', () => {
+  let llm: StandInLlm;
+  let api: RunningRouter;
+  const many = syntheticTools(300).map(asFunction);
+
+  before(async () => {
+    llm = await startStandInLlm();
+    api = await startRouter({ upstreamLlmUrl: llm.url, chat: { maxTools: 128 } });
+  });
+  after(async () => {
+    await api.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  it('never forwards more than 128 tools, search tool and keep-rules included', async () => {
+    const allowed = many.slice(0, 200).map((tool) => ({ type: 'function', function: { name: tool.function.name } }));
+    const answer = await post(
+      `${api.url}/v1/chat/completions`,
+      { model: 'm', messages: [user('create an invoice in the billing system')], tools: many, tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: allowed } } },
+      { 'x-toolrouter-k': '150' },
+    );
+    assert.equal(answer.status, 200, answer.raw.toString());
+    const forwarded = llm.received[0]!.json.tools;
+    assert.equal(forwarded.length, 128);
+    assert.equal(chatNames(forwarded).at(-1), 'search_tools');
+    assert.equal(answer.headers.get('x-toolrouter-tools'), '127/300');
+  });
+
+  it('caps a request it would otherwise forward unchanged', async () => {
+    const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'assistant', content: 'hello' }], tools: many });
+    assert.equal(answer.status, 200);
+    assert.equal(llm.received[0]!.json.tools.length, 128);
+  });
+});
+
+describe('fail-open', () => {
+  let llm: StandInLlm;
+  let router: Toolrouter;
+  let server: Server;
+  let url: string;
+  let embedder: Embedder;
+  /** The embeddings provider, down: every embedding fails. */
+  let down = true;
+
+  before(async () => {
+    llm = await startStandInLlm();
+    const config = loadConfig({}, { port: 0, host: '127.0.0.1', logLevel: 'silent', upstreamLlmUrl: llm.url, catalog: { sources: { fixture: fixtureTools() } } });
+    const real = await createEmbedder(config.embedding);
+    embedder = {
+      modelId: real.modelId,
+      cacheKey: real.cacheKey,
+      dimensions: real.dimensions,
+      embed: (texts) => (down ? Promise.reject(new Error('embeddings provider unreachable')) : real.embed(texts)),
+    };
+    router = await createToolrouter(config, { log: pino({ level: 'silent' }), embedder });
+    server = await listen(router);
+    const address = server.address();
+    url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  });
+  after(async () => {
+    await new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+    await router.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  it('forwards the tools unranked when the embeddings provider is down, and says so', async () => {
+    const answer = await post(`${url}/v1/chat/completions`, { model: 'm', messages: EMAIL, tools: TOOLS });
+    assert.equal(answer.status, 200, answer.raw.toString());
+    assert.equal(answer.headers.get('x-toolrouter-fail-open'), 'search_failed');
+    assert.deepEqual(llm.received[0]!.json.tools, TOOLS);
+  });
+
+  it('forwards the tools unranked while the catalog index is not ready (catalog mode)', async () => {
+    assert.equal(router.indexes.current, undefined, 'the catalog could not be indexed');
+    const answer = await post(`${url}/v1/chat/completions`, { model: 'm', messages: EMAIL, tools: TOOLS.slice(0, 20) }, { 'x-toolrouter-catalog': 'true' });
+    assert.equal(answer.status, 200, answer.raw.toString());
+    assert.equal(answer.headers.get('x-toolrouter-fail-open'), 'index_not_ready');
+    assert.deepEqual(llm.received[0]!.json.tools, TOOLS.slice(0, 20));
+  });
+
+  it('trims again once the provider is back', async () => {
+    down = false;
+    try {
+      const answer = await post(`${url}/v1/chat/completions`, { model: 'm', messages: EMAIL, tools: TOOLS });
+      assert.equal(answer.headers.get('x-toolrouter-fail-open'), null);
+      assert.ok(llm.received[0]!.json.tools.length < TOOLS.length);
+    } finally {
+      down = true;
+    }
+  });
+
+  it('fails the request in OpenAI format instead with chat.failOpen off', async () => {
+    const config = loadConfig({}, { port: 0, host: '127.0.0.1', logLevel: 'silent', upstreamLlmUrl: llm.url, chat: { failOpen: false } });
+    const strict = await createToolrouter(config, { log: pino({ level: 'silent' }), embedder });
+    const strictServer = await listen(strict);
+    try {
+      const address = strictServer.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      const answer = await post(`http://127.0.0.1:${port}/v1/chat/completions`, { model: 'm', messages: EMAIL, tools: TOOLS });
+      assert.equal(answer.status, 500);
+      assert.equal(answer.json.error.type, 'server_error');
+      assert.equal(llm.received.length, 0);
+    } finally {
+      await new Promise<void>((resolve) => {
+        strictServer.closeAllConnections();
+        strictServer.close(() => resolve());
+      });
+      await strict.close();
+    }
+  });
+});
