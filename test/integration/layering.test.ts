@@ -17,24 +17,24 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
   const files: Record<string, string> = {
     'src/redis.ts': 'export const redis = 1;\n',
     'src/package-root.ts': 'export const root = "/";\n',
-    'src/catalog/catalog.ts': "import { redis } from '../../redis.js';\nexport const catalog = redis;\n",
-    'src/search/search.ts': "import { catalog } from '../../catalog/catalog.js';\nexport const search = catalog;\n",
+    'src/catalog/catalog.ts': "import { redis } from '../redis.js';\nexport const catalog = redis;\n",
+    'src/search/search.ts': "import { catalog } from '../catalog/catalog.js';\nexport const search = catalog;\n",
     // Upward: a module below config/ reading the configuration.
-    'src/index/indexing.ts': "import type { Config } from '../../config/config.js';\nexport type Indexing = Config;\n",
+    'src/index/indexing.ts': "import type { Config } from '../config/config.js';\nexport type Indexing = Config;\n",
     // Upward: the catalog reaching for search.
-    'src/catalog/upward.ts': "import { search } from '../../search/search.js';\nexport const upward = search;\n",
-    'src/config/config.ts': "import { search } from '../../search/search.js';\nimport { root } from '../../package-root.js';\nexport type Config = { search: typeof search; root: typeof root };\n",
+    'src/catalog/upward.ts': "import { search } from '../search/search.js';\nexport const upward = search;\n",
+    'src/config/config.ts': "import { search } from '../search/search.js';\nimport { root } from '../package-root.js';\nexport type Config = { search: typeof search; root: typeof root };\n",
     // A global path read below the top.
-    'src/embedding/models.ts': "import { root } from '../../package-root.js';\nexport const models = root;\n",
+    'src/embedding/models.ts': "import { root } from '../package-root.js';\nexport const models = root;\n",
     // Faces: through the HTTP seam is fine, straight into another face is not.
     'src/http/auth.ts': 'export const accessOf = 1;\n',
     'src/mcp/gateway.ts': 'export const gateway = 1;\n',
-    'src/chat/routes.ts': "import { accessOf } from '../../http/auth.js';\nimport { gateway } from '../../mcp/gateway.js';\nexport const routes = accessOf + gateway;\n",
+    'src/chat/routes.ts': "import { accessOf } from '../http/auth.js';\nimport { gateway } from '../mcp/gateway.js';\nexport const routes = accessOf + gateway;\n",
     // A value cycle is refused; a cycle closed by a type import only is erased at compile time and allowed.
-    'src/search/a.ts': "import { b } from '../b.js';\nexport const a = 1;\nexport const ab = () => b;\n",
-    'src/search/b.ts': "import { a } from '../a.js';\nexport const b = a;\n",
-    'src/http/app.ts': "import { routes } from '../routes.js';\nexport interface AppDependencies { n: number }\nexport const app = routes;\n",
-    'src/http/routes.ts': "import type { AppDependencies } from '../app.js';\nexport const routes = (deps: AppDependencies) => deps.n;\n",
+    'src/search/a.ts': "import { b } from './b.js';\nexport const a = 1;\nexport const ab = () => b;\n",
+    'src/search/b.ts': "import { a } from './a.js';\nexport const b = a;\n",
+    'src/http/app.ts': "import { routes } from './routes.js';\nexport interface AppDependencies { n: number }\nexport const app = routes;\n",
+    'src/http/routes.ts': "import type { AppDependencies } from './app.js';\nexport const routes = (deps: AppDependencies) => deps.n;\n",
   };
 
   before(() => {
