@@ -18,6 +18,7 @@ import { startIndexing } from './index/indexing.js';
 import type { IndexManager, IndexPipeline } from './index/manager.js';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
+import { mcpErrorShape } from './mcp/http.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis.js';
 import { RedisBus } from './redis/bus.js';
@@ -137,6 +138,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey, sendError: sendOpenAiError },
+    errorShapes: [mcpErrorShape],
     tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults },
     redis,
     auth,

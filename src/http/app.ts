@@ -9,7 +9,7 @@ import type { Metrics } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';
 import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
 import { authenticate, requireAdmin, type ProxyAuthOptions } from './auth.js';
-import { errorHandler, notFoundRoute } from './errors.js';
+import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { assertJsonDepth } from './json-depth.js';
 import { requestLog } from './request-log.js';
 import { catalogRoutes } from './routes/catalog.js';
@@ -39,6 +39,8 @@ export interface AppDependencies {
   indexGraceMs?: number;
   /** The OpenAI-compatible proxy's paths (bodies read raw, refusals OpenAI-shaped) and whether they need a key. */
   proxy?: ProxyAuthOptions;
+  /** How the other faces answer errors on their paths (the MCP face: JSON-RPC on /mcp); the proxy's comes with `proxy`. */
+  errorShapes?: FaceErrorShape[];
   /** The Redis connection of the shared index pipeline; /ready checks it answers. */
   redis?: Redis;
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
@@ -93,6 +95,7 @@ export function createApp(deps: AppDependencies): Express {
   if (deps.consoleDir) app.use(consoleRoutes(deps.consoleDir));
   for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
-  app.use(errorHandler(deps.log, deps.proxy));
+  const proxyErrors = deps.proxy?.sendError ? [{ matches: deps.proxy.isProxyPath, send: deps.proxy.sendError }] : [];
+  app.use(errorHandler(deps.log, [...proxyErrors, ...(deps.errorShapes ?? [])]));
   return app;
 }

@@ -1,7 +1,6 @@
-import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { Application, ErrorRequestHandler, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import { toToolrouterError, ToolrouterError, type ErrorCode } from '../errors.js';
-import type { ProxyAuthOptions } from './auth.js';
 import { requestId } from './request-log.js';
 
 /** A ToolrouterError a route throws with its status spelled out; clients see `{error: {code, message}}`. */
@@ -54,21 +53,27 @@ export function toRestError(error: unknown): { status: number; retryAfterSeconds
   };
 }
 
+/** How one face answers errors on its own paths; the app's last handler asks each face in turn. */
+export interface FaceErrorShape {
+  /** Whether a path (and the app serving it, whose mounted routes may decide) belongs to this face. */
+  matches: (path: string, app: Application) => boolean;
+  send: (res: Response, error: unknown) => void;
+}
+
 /**
  * The app's last handler. Errors take the shape of the face their path belongs to, wherever they were raised (auth,
- * rate limits, body parsing and JSON depth run before any route): OpenAI's on the OpenAI-compatible paths, toolrouter's
- * REST shape everywhere else. Anything unexpected is a 500 whose details stay in the log.
+ * rate limits, body parsing and JSON depth run before any route): each face in `faces` answers its own paths (OpenAI's
+ * shape on the proxy's, JSON-RPC on /mcp), toolrouter's REST shape answers everything else. Anything unexpected is a
+ * 500 whose details stay in the log.
  */
-export function errorHandler(
-  log: { error: (obj: object, msg: string) => void },
-  proxy?: Pick<ProxyAuthOptions, 'isProxyPath' | 'sendError'>,
-): ErrorRequestHandler {
+export function errorHandler(log: { error: (obj: object, msg: string) => void }, faces: readonly FaceErrorShape[] = []): ErrorRequestHandler {
   return (error, req, res, next) => {
     // Mid-stream failures cannot change the status any more; Express's default handler closes the connection.
     if (res.headersSent) return next(error);
     const mapped = toRestError(error);
     if (mapped.status === 500) log.error({ err: error, reqId: requestId(res), method: req.method, path: req.path }, 'request failed');
-    if (proxy?.sendError && proxy.isProxyPath(req.path, req.app)) return proxy.sendError(res, error);
+    const face = faces.find((candidate) => candidate.matches(req.path, req.app));
+    if (face) return face.send(res, error);
     if (mapped.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(mapped.retryAfterSeconds));
     res.status(mapped.status).json(mapped.body);
   };

@@ -6,6 +6,7 @@ import { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import { accessOf } from '../http/auth.js';
+import { toRestError, type FaceErrorShape } from '../http/errors.js';
 import type { McpGateway } from './gateway.js';
 import { modernHttpFace } from './modern.js';
 import { createMcpServer } from './server.js';
@@ -197,3 +198,23 @@ function notOwner(res: Response): void {
 function jsonRpcError(res: Response, status: number, code: number, message: string): void {
   res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
 }
+
+/** JSON-RPC error codes for what fails before the MCP server sees a request (HTTP status and headers stay as mapped). */
+const PARSE_ERROR = -32700;
+const INVALID_REQUEST = -32600;
+const INTERNAL_ERROR = -32603;
+
+/**
+ * Errors on /mcp raised before the MCP server (auth, rate limits, body parsing, JSON depth) in the shape MCP clients
+ * read: a JSON-RPC error with `id: null`, toolrouter's code in `data.code`, the HTTP status and Retry-After as mapped.
+ */
+export const mcpErrorShape: FaceErrorShape = {
+  matches: (path) => path === '/mcp' || path === '/mcp/',
+  send: (res, error) => {
+    const mapped = toRestError(error);
+    const { code, message } = mapped.body.error;
+    const rpcCode = code === 'invalid_json' ? PARSE_ERROR : mapped.status >= 500 ? INTERNAL_ERROR : INVALID_REQUEST;
+    if (mapped.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(mapped.retryAfterSeconds));
+    res.status(mapped.status).json({ jsonrpc: '2.0', id: null, error: { code: rpcCode, message, data: { code } } });
+  },
+};

@@ -143,6 +143,23 @@ describe('MCP revisions on one toolrouter: 2026-07-28 (v2 SDK) and 2025-11-25 (1
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN } } }),
     });
     assert.equal(anonymous.status, 401, 'a stateless request without a key is refused like any other');
+    // Refused before the MCP server, yet in the shape an MCP client reads: a JSON-RPC error, toolrouter's code in data.
+    const refusal = (await anonymous.json()) as { jsonrpc: string; id: unknown; error: { code: number; message: string; data: { code: string } } };
+    assert.equal(refusal.jsonrpc, '2.0');
+    assert.equal(refusal.id, null);
+    assert.equal(refusal.error.code, -32600);
+    assert.equal(refusal.error.data.code, 'unauthorized');
+    const malformed = await fetch(`${api.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${ADMIN_KEY}` },
+      body: '{"jsonrpc": "2.0", "id": 1,',
+    });
+    assert.equal(malformed.status, 400);
+    assert.deepEqual(((await malformed.json()) as { error: { code: number } }).error.code, -32700, 'malformed JSON is a JSON-RPC parse error');
+    // /mcp-rest is REST: its refusals keep toolrouter's REST shape.
+    const rest = await fetch(`${api.url}/mcp-rest/tools/list`);
+    assert.equal(rest.status, 401);
+    assert.equal(((await rest.json()) as { error: { code: string } }).error.code, 'unauthorized');
   });
 
   it('list_changed reaches a 2026-07-28 client through subscriptions/listen and a 2025-11-25 client on its session', async () => {
