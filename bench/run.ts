@@ -404,7 +404,7 @@ function report(results: SizeResult[], command: string, seconds: number, load: [
       'the ratio is how many times slower (>1×) or faster (<1×) the reference is than toolrouter hybrid on the same catalog and queries. ' +
       'Latencies are milliseconds; "in-process" is `SearchService.search` (query embedding included), "HTTP" is `POST /v1/tools/search` ' +
       'to a server in its own process (`bench/serve.ts`: no Redis, index builds in its worker thread) over loopback keep-alive from a separate ' +
-      'client process (`bench/load.ts`), one client; throughput uses 8 concurrent clients in that process for at most 5 s. ' +
+      'client process (`bench/load.ts`, node:http with a keep-alive agent; the global fetch would add about 0.65 ms of its own per request), one client; throughput uses 8 concurrent clients in that process for at most 5 s. ' +
       '"vector recall@10" is the share of an exact scan\'s top 10 that the vector index returns for the distinct bench queries (1 for the exact index).',
     '',
   );
