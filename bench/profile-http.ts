@@ -3,12 +3,12 @@
  * Starts bench/serve.ts under `--cpu-prof` (ADMIN_KEY set unless the case is open/regex), PUTs the bench catalog, runs
  * the searches from this process, stops the server and prints the top self-time functions of its profile.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateCatalog } from './catalog.js';
+import { putCatalog, startBenchServer } from './server-process.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const arg = (name: string, fallback: string) => {
@@ -22,32 +22,13 @@ const ADMIN = 'bench-admin-key-0123456789abcdef';
 const keyed = caseName !== 'open' && caseName !== 'regex';
 const dir = mkdtempSync(path.join(os.tmpdir(), 'toolrouter-prof-'));
 
-const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', path.join(ROOT, 'bench/serve.ts')], {
-  cwd: ROOT,
-  env: { ...process.env, ...(keyed ? { ADMIN_KEY: ADMIN } : {}) },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
-const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-const port = await new Promise<number>((resolve) => {
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-    const line = out.split('\n').find((candidate) => candidate.startsWith('{'));
-    if (line) resolve((JSON.parse(line) as { port: number }).port);
-  });
-});
-const base = `http://127.0.0.1:${port}`;
+const server = await startBenchServer(keyed ? { ADMIN_KEY: ADMIN } : {}, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+const { base } = server;
 const admin: Record<string, string> = keyed ? { authorization: `Bearer ${ADMIN}` } : {};
 const tools = generateCatalog(size);
 // --phase put profiles the catalog PUT and the index build instead of the searches.
 const putFrom = Number(process.hrtime.bigint() / 1000n);
-const put = await fetch(`${base}/v1/catalog/sources/bench`, { method: 'PUT', headers: { ...admin, 'content-type': 'application/json' }, body: JSON.stringify({ tools }) });
-const { catalogHash } = (await put.json()) as { catalogHash: string };
-for (;;) {
-  const status = (await (await fetch(`${base}/v1/index/status`, { headers: admin })).json()) as { state: string; indexedHash: string | null };
-  if (status.indexedHash === catalogHash && status.state === 'ready') break;
-  await new Promise((resolve) => setTimeout(resolve, 50));
-}
+await putCatalog(base, tools, admin);
 process.stderr.write(`PUT → searchable ${((Number(process.hrtime.bigint() / 1000n) - putFrom) / 1000).toFixed(0)} ms\n`);
 let key = keyed ? ADMIN : '';
 if (caseName === '1' || caseName === '50') {
@@ -73,8 +54,7 @@ for (let i = 0; i < requests; i++) {
 }
 latencies.sort((a, b) => a - b);
 process.stdout.write(`case ${caseName}: p50 ${latencies[Math.floor(latencies.length / 2)]!.toFixed(3)} ms p99 ${latencies[Math.floor(latencies.length * 0.99)]!.toFixed(3)} ms\n`);
-child.kill('SIGTERM');
-await exited;
+await server.stop();
 
 interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
 // The main thread's profile (thread 0); the build worker writes its own.

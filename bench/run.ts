@@ -27,6 +27,7 @@ import { createFixedSearch, fixedCatalog } from '../src/search/fixed.js';
 import type { SearchMode } from '../src/search/search.js';
 import { createToolrouter } from '../src/server.js';
 import { baseTools, generateCatalog } from './catalog.js';
+import { putCatalog, startBenchServer } from './server-process.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const START = '<!-- bench:start -->';
@@ -268,9 +269,9 @@ async function measureHttp(tools: Tool[], queries: string[], n: number, keyed: b
   };
   const cases: Record<string, HttpCase> = {};
   try {
-    const open = await startServer({});
+    const open = await startBenchServer();
     try {
-      const putToReadyMs = await putCatalog(open.base, tools, {});
+      const putToReadyMs = (await putCatalog(open.base, tools)).searchableMs;
       const rssBuiltMb = open.rssMb();
       cases['open (no key)'] = await load(open.base, queriesFile);
       cases['regex (no key)'] = await load(open.base, regexFile, '', 'regex');
@@ -278,7 +279,7 @@ async function measureHttp(tools: Tool[], queries: string[], n: number, keyed: b
       if (keyed) {
         // Its own server: a service with ADMIN_KEY set refuses callers without a key.
         await open.stop();
-        const closed = await startServer({ ADMIN_KEY: BENCH_ADMIN_KEY });
+        const closed = await startBenchServer({ ADMIN_KEY: BENCH_ADMIN_KEY });
         try {
           const admin = { authorization: `Bearer ${BENCH_ADMIN_KEY}` };
           await putCatalog(closed.base, tools, admin);
@@ -308,57 +309,6 @@ async function measureHttp(tools: Tool[], queries: string[], n: number, keyed: b
     rmSync(queriesFile, { force: true });
     rmSync(regexFile, { force: true });
   }
-}
-
-/** bench/serve.ts in a new process; resolves once it listens. */
-async function startServer(env: Record<string, string>): Promise<{ base: string; rssMb(): number; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/serve.ts')], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const line = out.split('\n').find((candidate) => candidate.startsWith('{'));
-      if (line) resolve((JSON.parse(line) as { port: number }).port);
-    });
-    child.once('exit', (code) => reject(new Error(`bench server exited with ${code} before listening`)));
-  });
-  let stopped = false;
-  return {
-    base: `http://127.0.0.1:${port}`,
-    // The process's resident set as the kernel counts it: every thread, native allocations included.
-    rssMb: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
-/** PUT the catalog as one static source and wait until the index status shows it indexed; milliseconds. */
-async function putCatalog(base: string, tools: Tool[], headers: Record<string, string>): Promise<number> {
-  const started = performance.now();
-  const put = await fetch(`${base}/v1/catalog/sources/bench`, {
-    method: 'PUT',
-    headers: { ...headers, 'content-type': 'application/json' },
-    body: JSON.stringify({ tools }),
-  });
-  if (!put.ok) throw new Error(`PUT catalog: ${put.status} ${await put.text()}`);
-  const { catalogHash } = (await put.json()) as { catalogHash: string };
-  // Bounded by the build: 20 ms polls for at most 10 minutes.
-  for (const deadline = performance.now() + 600_000; performance.now() < deadline; ) {
-    const status = (await (await fetch(`${base}/v1/index/status`, { headers })).json()) as { state: string; indexedHash: string | null; lastError?: string };
-    if (status.indexedHash === catalogHash && status.state === 'ready') return performance.now() - started;
-    if (status.state === 'failed') throw new Error(`index build failed: ${status.lastError}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error('index not ready after 10 minutes');
 }
 
 /** Recall@10 of the HNSW graph against an exact scan over the same vectors (read back from the graph), per query. */
