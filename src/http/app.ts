@@ -37,9 +37,12 @@ export interface AppDependencies {
   rawBodyPaths?: readonly string[];
   /** /ready fails once the live index has not been built for the current catalog for this long (ready.indexGraceMs). */
   indexGraceMs?: number;
-  /** The OpenAI-compatible proxy's paths (bodies read raw, refusals OpenAI-shaped) and whether they need a key. */
+  /** The OpenAI-compatible proxy's paths (bodies read raw) and whether they need a key. */
   proxy?: ProxyAuthOptions;
-  /** How the other faces answer errors on their paths (the MCP face: JSON-RPC on /mcp); the proxy's comes with `proxy`. */
+  /**
+   * How the other faces answer errors on their paths, wherever raised (a route, or auth, rate limits and body parsing
+   * before one): OpenAI's shape on the proxy's, JSON-RPC on /mcp. Every other path gets toolrouter's REST shape.
+   */
   errorShapes?: FaceErrorShape[];
   /** The Redis connection of the shared index pipeline; /ready checks it answers. */
   redis?: Redis;
@@ -95,7 +98,6 @@ export function createApp(deps: AppDependencies): Express {
   if (deps.consoleDir) app.use(consoleRoutes(deps.consoleDir));
   for (const router of deps.routers ?? []) app.use(router);
   app.use(notFoundRoute);
-  const proxyErrors = deps.proxy?.sendError ? [{ matches: deps.proxy.isProxyPath, send: deps.proxy.sendError }] : [];
-  app.use(errorHandler(deps.log, [...proxyErrors, ...(deps.errorShapes ?? [])]));
+  app.use(errorHandler(deps.log, deps.errorShapes));
   return app;
 }

@@ -17,11 +17,6 @@ export interface ProxyAuthOptions {
    */
   isProxyPath: (path: string, app: Application) => boolean;
   /**
-   * Answers an error on a proxy path in the proxy's shape (OpenAI's): whatever raised it, a route or what runs before
-   * one (auth, rate limits, body parsing). Without it every error is answered in toolrouter's REST shape.
-   */
-  sendError?: (res: Response, error: unknown) => void;
-  /**
    * With ADMIN_KEY set, whether proxy requests need a toolrouter key (`x-toolrouter-key`, or a toolrouter key as the
    * bearer token); off, a request without one goes through seeing every tool. Without ADMIN_KEY nothing is required.
    */
