@@ -1,6 +1,7 @@
 import { stemmer } from 'stemmer';
 import { eng as englishStopWords } from 'stopword';
 import { SEARCHABLE_FIELDS, tokenize, type SearchableField, type SearchableText } from '../catalog/text.js';
+import { LabelSet } from './label-set.js';
 import { TopK } from './top-k.js';
 
 /** Relative weight of each searchable field in BM25 scoring. */
@@ -283,11 +284,18 @@ export class LexicalIndex {
     return this.data.names.length;
   }
 
+  /** The indexed tools; a document's id, and its label in a LabelSet over this index, is its position here. */
+  get names(): readonly string[] {
+    return this.data.names;
+  }
+
   /**
    * Best matches first; raw BM25 scores (unbounded, comparable only within one query). `accept`, when given, ranks
-   * only the names it accepts (scores are unchanged: idf and lengths stay those of the whole catalog).
+   * only the names it accepts (scores are unchanged: idf and lengths stay those of the whole catalog). `accept` may
+   * instead be a label set over `names` (a keyed caller's, computed once): a byte lookup per candidate instead of a call,
+   * which matters when few tools are visible and thousands of matches are tried before the top list fills.
    */
-  search(query: string, limit: number, accept?: (name: string) => boolean): ScoredName[] {
+  search(query: string, limit: number, accept?: ((name: string) => boolean) | LabelSet): ScoredName[] {
     if (limit <= 0) return [];
     const words: string[] = [];
     for (const word of tokenize(query)) {
@@ -356,14 +364,16 @@ export class LexicalIndex {
    * first comes first (MiniSearch's stable sort over its result map). A partial insertion selection: at 100k tools a
    * common word matches ~15k documents, nearly all rejected by one comparison with the current cut-off.
    */
-  private top(s: Scratch, touchedCount: number, limit: number, accept: ((name: string) => boolean) | undefined): ScoredName[] {
+  private top(s: Scratch, touchedCount: number, limit: number, accept: ((name: string) => boolean) | LabelSet | undefined): ScoredName[] {
     const best = new TopK(limit);
     const { names } = this.data;
+    const mask = accept instanceof LabelSet ? accept.mask : undefined;
+    const acceptName = typeof accept === 'function' ? accept : undefined;
     for (let i = 0; i < touchedCount; i++) {
       const doc = s.touched[i]!;
       const score = s.scores[doc]! * s.matched[doc]!;
       // The filter runs only for documents that would enter the top list: a few dozen, not every match.
-      if (best.admits(score) && (!accept || accept(names[doc]!))) best.offer(doc, score);
+      if (best.admits(score) && (!mask || mask[doc] === 1) && (!acceptName || acceptName(names[doc]!))) best.offer(doc, score);
     }
     return best.ids.map((doc, i) => ({ name: this.data.names[doc]!, score: best.scores[i]! }));
   }

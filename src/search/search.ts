@@ -151,6 +151,19 @@ export class IndexNotReadyError extends ToolrouterError {
   }
 }
 
+/** A caller's visible tools as labels of each of an index's two searches. */
+interface VisibleLabels {
+  lexical: LabelSet;
+  vectors: LabelSet;
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /**
  * Answers queries over the catalog. Ranked modes read the live index; results are resolved against the current catalog,
  * so a tool removed since the index was built is never returned, and definitions are always the current ones.
@@ -161,7 +174,7 @@ export class SearchService {
   /** Visible label sets by visibility key, per live index and for the catalog snapshot they were computed against. */
   /** Regex mode's prepared text, per catalog snapshot. */
   private readonly haystacks = new WeakMap<CatalogSnapshot, RegexHaystacks>();
-  private readonly labelSets = new WeakMap<SearchIndex, { snapshot: CatalogSnapshot; byKey: Map<string, LabelSet> }>();
+  private readonly labelSets = new WeakMap<SearchIndex, { snapshot: CatalogSnapshot; byKey: Map<string, VisibleLabels> }>();
 
   constructor(
     private readonly catalog: Catalog,
@@ -290,13 +303,17 @@ export class SearchService {
     request: SearchRequest,
   ): Promise<Signals> {
     const limit = this.settings.candidates;
+    // A keyed caller's visible tools as labels of each index, worked out once per key: both searches then test a byte
+    // per candidate instead of asking the catalog about each.
+    const labels = accept && request.visibilityKey !== undefined ? this.visibleLabels(live, accept, request.visibilityKey) : undefined;
+    const lexical = () => live.lexical.search(query, limit, labels?.lexical ?? accept);
     // One embedding serves both the vector index and the feedback's recorded queries.
     const embedded = need.vector || need.feedback ? await this.embedQuery(live, query, need.vector) : { vector: undefined };
-    if (embedded.fallback) return { lexical: live.lexical.search(query, limit, accept), semantic: [], feedback: [], fallback: embedded.fallback };
+    if (embedded.fallback) return { lexical: lexical(), semantic: [], feedback: [], fallback: embedded.fallback };
     const { vector } = embedded;
     return {
-      lexical: need.lexical ? live.lexical.search(query, limit, accept) : [],
-      semantic: need.vector && vector ? this.nearest(live, vector, limit, accept, request.visibilityKey) : [],
+      lexical: need.lexical ? lexical() : [],
+      semantic: need.vector && vector ? this.nearest(live, vector, limit, accept, labels?.vectors) : [],
       feedback: need.feedback && vector ? this.feedback!.boosts(vector, request.feedbackScope) : [],
     };
   }
@@ -334,17 +351,20 @@ export class SearchService {
   ): Promise<SearchResponse> {
     const topK = Math.min(request.topK ?? this.settings.topK, this.settings.maxTopK);
     const index = { hash: live.catalogHash, model: live.model };
+    const rerank = this.settings.rerank;
+    const reranking = this.reranker !== undefined && rerank?.enabled === true && request.rerank !== false;
+    const minScore = request.minScore ?? this.settings.minScore ?? 0;
     // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
+    // Without a reranker only the first topK that pass are needed, so the rest are never looked up.
     let candidates: SearchHit[] = [];
     for (const candidate of ranked) {
-      if (!accept(candidate.name)) continue;
+      if (!reranking && candidates.length === topK) break;
+      if (!accept(candidate.name) || (!reranking && candidate.score < minScore)) continue;
       candidates.push({ tool: this.catalog.get(candidate.name)!.tool, score: candidate.score, scores: candidate.scores });
     }
-    const rerank = this.settings.rerank;
-    if (this.reranker && rerank?.enabled && request.rerank !== false) {
-      candidates = await rerankCandidates(this.reranker, query, candidates, rerank, (tool) => this.catalog.get(tool.name)?.text, this.metrics);
+    if (reranking) {
+      candidates = await rerankCandidates(this.reranker!, query, candidates, rerank!, (tool) => this.catalog.get(tool.name)?.text, this.metrics);
     }
-    const minScore = request.minScore ?? this.settings.minScore ?? 0;
     const results = candidates.filter((hit) => hit.score >= minScore).slice(0, topK);
     return fallback ? { results, index, fallback } : { results, index };
   }
@@ -360,18 +380,18 @@ export class SearchService {
     vector: Float32Array,
     limit: number,
     accept: ((name: string) => boolean) | undefined,
-    visibilityKey: string | undefined,
+    visible: LabelSet | undefined,
   ): ScoredName[] {
     if (!accept) return live.vectors.search(vector, limit);
-    if (visibilityKey !== undefined) return live.vectors.search(vector, limit, this.visibleLabels(live, accept, visibilityKey));
+    if (visible) return live.vectors.search(vector, limit, visible);
     const wide = Math.min(live.vectors.size, Math.max(UNFILTERED_CANDIDATES, limit));
     const hits = live.vectors.search(vector, wide).filter((hit) => accept(hit.name));
     if (hits.length >= limit || wide === live.vectors.size) return hits.slice(0, limit);
     return live.vectors.search(vector, limit, LabelSet.of(live.vectors.names, accept));
   }
 
-  /** The live index's labels `accept` takes; kept per visibility key until the index or the catalog changes. */
-  private visibleLabels(live: SearchIndex, accept: (name: string) => boolean, key: string): LabelSet {
+  /** The labels `accept` takes in each of the live index's searches; kept per visibility key until the index or the catalog changes. */
+  private visibleLabels(live: SearchIndex, accept: (name: string) => boolean, key: string): VisibleLabels {
     const snapshot = this.catalog.snapshot();
     let cached = this.labelSets.get(live);
     if (cached?.snapshot !== snapshot) {
@@ -380,7 +400,9 @@ export class SearchService {
     }
     let labels = cached.byKey.get(key);
     if (!labels) {
-      labels = LabelSet.of(live.vectors.names, accept);
+      const vectors = LabelSet.of(live.vectors.names, accept);
+      // The two indexes list the same tools, normally in the same order; then one set serves both.
+      labels = { vectors, lexical: sameNames(live.lexical.names, live.vectors.names) ? vectors : LabelSet.of(live.lexical.names, accept) };
       // Bounded: each set is a byte per tool plus, when small, its gathered vectors.
       if (cached.byKey.size >= MAX_CACHED_LABEL_SETS) cached.byKey.delete(cached.byKey.keys().next().value!);
       cached.byKey.set(key, labels);

@@ -66,6 +66,11 @@ describe('key-filtered ranking at 10,000 tools', () => {
     const { key } = await generateKey(api.url, { allowed_tools: visible });
     assert.deepEqual(await search(key, 'vector', 10), await exactVectorRanking(visible, 10));
     for (const name of await search(key, 'hybrid', 10)) assert.ok(visible.includes(name), `${name} is not visible to the key`);
+    // BM25 over the key's label set ranks exactly as the index filtered by name does.
+    const visibleSet = new Set(visible);
+    const byName = api.router.indexes.current!.lexical.search(QUERY, 10, (name) => visibleSet.has(name)).map((hit) => hit.name);
+    assert.ok(byName.length > 0, 'the query has words in common with visible tools');
+    assert.deepEqual(await search(key, 'bm25', 10), byName);
     // Again: the second request is answered from the key's cached visible set, and must not differ.
     assert.deepEqual(await search(key, 'vector', 10), await exactVectorRanking(visible, 10));
   });

@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { SEARCH_MODES } from '../../search/search.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
@@ -8,8 +8,10 @@ import { accessOf } from '../auth.js';
 import type { CatalogEntry } from '../../catalog/catalog.js';
 import { catalogViews } from '../catalog-views.js';
 
-export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDependencies, 'search' | 'maxQueryLength' | 'indexes'>): Router {
-  const router = Router();
+export const SEARCH_PATH = '/v1/tools/search';
+
+/** `POST /v1/tools/search`: mounted by the app ahead of the other routes (src/http/app.ts). */
+export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDependencies, 'search' | 'maxQueryLength' | 'indexes'>): RequestHandler {
   const views = catalogViews(indexes);
   const searchBody = z
     .object({
@@ -23,7 +25,7 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
     })
     .strict();
 
-  router.post('/v1/tools/search', async (req, res) => {
+  return async (req, res) => {
     const access = accessOf(res);
     if (!access.searchEnabled) throw new HttpError(403, 'forbidden', 'tool search is disabled for this key; list its tools with GET /mcp-rest/tools/list');
     const body = parseBody(searchBody, req.body);
@@ -46,7 +48,5 @@ export function searchRoutes({ search, maxQueryLength, indexes }: Pick<AppDepend
       index: views.searchIndex(access, response.index),
       ...(response.fallback ? { fallback: response.fallback } : {}),
     });
-  });
-
-  return router;
+  };
 }
