@@ -84,9 +84,20 @@ function scan(matrix: Float32Array, dimensions: number, query: Float32Array, lim
   for (let i = 0; i < count; i++) {
     const label = labels ? labels[i]! : i;
     const offset = (compact ? i : label) * dimensions;
-    let dot = 0;
-    for (let d = 0; d < dimensions; d++) dot += matrix[offset + d]! * query[d]!;
-    best.offer(label, dot);
+    // Four partial sums: independent additions the CPU can overlap (about twice the scalar loop's speed).
+    let a = 0;
+    let b = 0;
+    let c = 0;
+    let e = 0;
+    let d = 0;
+    for (; d + 3 < dimensions; d += 4) {
+      a += matrix[offset + d]! * query[d]!;
+      b += matrix[offset + d + 1]! * query[d + 1]!;
+      c += matrix[offset + d + 2]! * query[d + 2]!;
+      e += matrix[offset + d + 3]! * query[d + 3]!;
+    }
+    for (; d < dimensions; d++) a += matrix[offset + d]! * query[d]!;
+    best.offer(label, a + b + c + e);
   }
   return best;
 }
