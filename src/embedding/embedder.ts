@@ -202,6 +202,9 @@ class TransformersEmbedder implements Embedder {
         rows.forEach((row, r) => {
           out[chunk[row]!] = vectors[r]!;
         });
+        // onnxruntime-node runs a session synchronously behind a promise (process.nextTick), so awaiting it never lets
+        // the event loop turn: without this, embedding a 100k-tool catalog held every request for its whole 20-40 s.
+        if (chunkStart + start + this.batchSize < todo.length) await new Promise((resolve) => setImmediate(resolve));
       }
     }
     return out;
