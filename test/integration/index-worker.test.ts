@@ -60,6 +60,45 @@ describe('in-process index builds run off the request thread', () => {
   });
 });
 
+/**
+ * The PUT itself does catalog-sized work before it answers (validation, each tool's searchable text, handing the texts
+ * to the build thread): done in slices, with other requests served in between.
+ */
+describe('a 100,000-tool PUT leaves the event loop free', () => {
+  let api: RunningRouter;
+
+  before(async () => {
+    api = await startRouter({ bodyLimit: '200mb' });
+  });
+
+  after(async () => {
+    await api.close();
+  });
+
+  async function timed(method: string, route: string): Promise<{ status: number; ms: number }> {
+    const started = performance.now();
+    const reply = await api.request(method, route);
+    return { status: reply.status, ms: performance.now() - started };
+  }
+
+  test('/health answers within 1 s while a 100,000-tool PUT is validated and its texts prepared', async () => {
+    const put = api.request('PUT', '/v1/catalog/sources/bulk-put', { tools: syntheticTools(100_000, 'put') });
+    let done = false;
+    void put.finally(() => (done = true));
+    const slowest: number[] = [];
+    // Bounded by the PUT: one probe every 50 ms until it has answered.
+    while (!done) {
+      const health = await timed('GET', '/health');
+      assert.equal(health.status, 200);
+      slowest.push(health.ms);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.equal((await put).status, 200);
+    assert.ok(slowest.length >= 5, `only ${slowest.length} probes ran during the PUT; the test proves nothing`);
+    assert.ok(Math.max(...slowest) < 1000, `/health took ${Math.max(...slowest).toFixed(0)} ms during the PUT (probes: ${slowest.map((ms) => ms.toFixed(0)).join(' ')})`);
+  });
+});
+
 describe('the build thread', () => {
   test('builds the index of the snapshot it is given, one build after another, each in a thread that ends with it', async () => {
     const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
