@@ -85,6 +85,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
   private closed = false;
   private readonly cancel = new SharedArrayBuffer(4);
   /** Builds waiting for their reply, with the thread each was sent to. */
+  private readonly retired = new WeakSet<Worker>();
   private readonly waiting = new Map<number, { worker: Worker; resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
 
   constructor(
@@ -150,6 +151,8 @@ export class WorkerIndexBuilder implements IndexBuilder {
       // The thread that got the texts: if it died meanwhile, the reply above has already failed.
       worker.postMessage(finish);
       const answer = await reply;
+      // Everything the index needs is here now: the thread's memory goes while this thread loads the parts.
+      this.retire(worker);
       if ('error' in answer) throw new Error(answer.error);
       const index = await this.load(answer, finish, texts.names);
       this.options.onBuilt?.({ tools: entries.length, embedded, durationMs: performance.now() - started }, index);
@@ -206,7 +209,8 @@ export class WorkerIndexBuilder implements IndexBuilder {
 
   /** Ends a thread no build waits on; one a newer build has been sent to stays. */
   private retire(worker: Worker): void {
-    if ([...this.waiting.values()].some((pending) => pending.worker === worker)) return;
+    if (this.retired.has(worker) || [...this.waiting.values()].some((pending) => pending.worker === worker)) return;
+    this.retired.add(worker);
     if (this.worker === worker) this.worker = undefined;
     void worker.terminate();
   }
