@@ -1,11 +1,11 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { rm } from 'node:fs/promises';
+import hnswlib from 'hnswlib-node';
 import type { CatalogSnapshot } from '../catalog/catalog.js';
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Embedder } from '../embedding/embedder.js';
-import { rm } from 'node:fs/promises';
-import hnswlib from 'hnswlib-node';
 import type { EmbeddingCache } from './embedding-cache.js';
 import { LexicalIndex, type LexicalSettings } from './lexical.js';
 import type { IndexBuilder } from './local-pipeline.js';
@@ -72,20 +72,21 @@ export type BuildReply = BuiltParts | { id: number; error: string };
 /**
  * The in-process pipeline's builder (no Redis configured). BM25 and the HNSW graph for 100k tools take tens of seconds
  * of synchronous CPU, which on the API's thread would stall every request for as long; they run in a worker thread.
- * Embedding stays on this thread: the model already lives here for queries, its inference runs off the event loop in
- * onnxruntime's own threads, and the texts go through it in batches with the event loop free in between. A thread is
- * started per build and ended when the build is done: what it held while building (the BM25 build's maps and texts,
- * the graph before it was serialized) is then returned with its heap, instead of staying resident in an idle thread
- * (over 100 MB after a 100k-tool build); starting one costs less than a second, overlapped with embedding. If it dies,
- * the build in flight fails.
+ * Embedding stays on this thread: the model already lives here for queries, and the texts go through it a batch at a
+ * time with the event loop free in between (the embedder yields after each batch), in chunks whose vectors go to the
+ * thread at once. A thread is started per build and ended as soon as it has answered: what it held while building (the
+ * BM25 build's maps and texts, the graph) is then returned with its heap, instead of staying resident in an idle
+ * thread (over 100 MB after a 100k-tool build); starting one costs less than a second, overlapped with embedding. If
+ * it dies, the build in flight fails.
  */
 export class WorkerIndexBuilder implements IndexBuilder {
   private worker: Worker | undefined;
   private nextId = 0;
   private closed = false;
   private readonly cancel = new SharedArrayBuffer(4);
-  /** Builds waiting for their reply, with the thread each was sent to. */
+  /** Threads already told to end. */
   private readonly retired = new WeakSet<Worker>();
+  /** Builds waiting for their reply, with the thread each was sent to. */
   private readonly waiting = new Map<number, { worker: Worker; resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
 
   constructor(
