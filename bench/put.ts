@@ -2,9 +2,13 @@
  * PUT → searchable and the server's memory for one catalog size, alone (the full `npm run bench` also measures
  * in-process builds, which at 100k tools take minutes): `node --import tsx bench/put.ts [size]`. Starts bench/serve.ts
  * cold, PUTs the bench catalog, waits for the index status to show it indexed, and prints one JSON line: milliseconds,
- * the server's RSS after the build and its peak during it (sampled every 100 ms), and the load average.
+ * the server's RSS after the build, 3 s later, and after a round of searches in every mode (what search itself keeps:
+ * prepared regex text, per-index scratch), its peak during the build (sampled every 100 ms), and the load average.
  */
 import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadQueries } from '../src/eval/datasets.js';
 import { generateCatalog } from './catalog.js';
 import { putCatalog, startBenchServer } from './server-process.js';
 
@@ -20,7 +24,20 @@ clearInterval(sampler);
 const rssBuiltMb = server.rssMb();
 await new Promise((resolve) => setTimeout(resolve, 3000));
 const rssSettledMb = server.rssMb();
+const queries = loadQueries(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/fixtures/queries.jsonl')).map((query) => query.query);
+for (const mode of ['hybrid', 'bm25', 'vector', 'regex'] as const) {
+  for (const query of queries) {
+    const search = await fetch(`${server.base}/v1/tools/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: mode === 'regex' ? query.split(' ')[0] : query, mode, top_k: 10 }),
+    });
+    if (!search.ok) throw new Error(`search (${mode}): ${search.status} ${await search.text()}`);
+    await search.arrayBuffer();
+  }
+}
+const rssSearchedMb = server.rssMb();
 await server.stop();
 process.stdout.write(
-  `${JSON.stringify({ size, putMs: Math.round(putMs), putToSearchableMs: Math.round(readyMs), rssIdleMb: Math.round(rssIdleMb), rssPeakMb: Math.round(peakMb), rssBuiltMb: Math.round(rssBuiltMb), rssSettledMb: Math.round(rssSettledMb), load: [loadAtStart, os.loadavg()[0]] })}\n`,
+  `${JSON.stringify({ size, putMs: Math.round(putMs), putToSearchableMs: Math.round(readyMs), rssIdleMb: Math.round(rssIdleMb), rssPeakMb: Math.round(peakMb), rssBuiltMb: Math.round(rssBuiltMb), rssSettledMb: Math.round(rssSettledMb), rssSearchedMb: Math.round(rssSearchedMb), searches: queries.length * 4, load: [loadAtStart, os.loadavg()[0]] })}\n`,
 );

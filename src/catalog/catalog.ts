@@ -3,7 +3,8 @@ import { EventEmitter } from 'node:events';
 import { canonicalText, searchableText, type SearchableText } from './text.js';
 import type { CatalogTool, Tool } from './types.js';
 import type { SchemaLimits } from './schema-limits.js';
-import { SOURCE_NAME_PATTERN, validateTools } from './validate.js';
+import { inSlices } from './slices.js';
+import { SOURCE_NAME_PATTERN, validateTools, validateToolsInSlices } from './validate.js';
 import { ToolrouterError } from '../errors.js';
 
 /** A catalog tool with its derived text, computed once when the tool enters the catalog. */
@@ -69,17 +70,17 @@ export class Catalog extends EventEmitter<CatalogEvents> {
    * would accept, so a caller can store them elsewhere first.
    */
   check(source: string, input: unknown): Tool[] {
-    if (!SOURCE_NAME_PATTERN.test(source)) {
-      throw new CatalogSourceError('source name must be 1-64 characters of A-Z, a-z, 0-9, "_", "-" or "."');
-    }
+    checkSourceName(source);
     const tools = validateTools(input, this.limits);
-    const clashes = tools
-      .map((tool) => ({ name: tool.name, owner: this.byName.get(tool.name)?.source }))
-      .filter((clash) => clash.owner !== undefined && clash.owner !== source);
-    if (clashes.length > 0) {
-      const listed = clashes.slice(0, 10).map((clash) => `"${clash.name}" (source "${clash.owner}")`);
-      throw new CatalogConflictError(`tool names already belong to another source: ${listed.join(', ')}`);
-    }
+    this.checkClashes(source, tools);
+    return tools;
+  }
+
+  /** `check` with the event loop handed back every few milliseconds: for catalogs from requests, which may be huge. */
+  async checkInSlices(source: string, input: unknown): Promise<Tool[]> {
+    checkSourceName(source);
+    const tools = await validateToolsInSlices(input, this.limits);
+    this.checkClashes(source, tools);
     return tools;
   }
 
@@ -89,9 +90,40 @@ export class Catalog extends EventEmitter<CatalogEvents> {
    */
   setSource(source: string, input: unknown, server?: string): CatalogSnapshot {
     const tools = this.check(source, input);
+    return this.replace(source, server, tools.map((tool) => this.toEntry(tool, source, server)));
+  }
+
+  /**
+   * `setSource` for a request's catalog: validation and each tool's searchable text (seconds at 100,000 tools) are
+   * done in slices with other requests served in between, and the source is replaced in one step at the end, with the
+   * name clashes checked again then (another source may have taken a name meanwhile).
+   * @param validated the tools are what `checkInSlices` returned (already validated, so not again).
+   */
+  async setSourceInSlices(source: string, input: unknown, options: { server?: string; validated?: boolean } = {}): Promise<CatalogSnapshot> {
+    const { server, validated = false } = options;
+    checkSourceName(source);
+    let tools: Tool[];
+    if (validated) tools = input as Tool[];
+    else tools = await validateToolsInSlices(input, this.limits);
+    const entries: CatalogEntry[] = new Array<CatalogEntry>(tools.length);
+    await inSlices(tools.length, (i) => (entries[i] = this.toEntry(tools[i]!, source, server)));
+    this.checkClashes(source, tools);
+    return this.replace(source, server, entries);
+  }
+
+  private checkClashes(source: string, tools: readonly Tool[]): void {
+    const clashes = tools
+      .map((tool) => ({ name: tool.name, owner: this.byName.get(tool.name)?.source }))
+      .filter((clash) => clash.owner !== undefined && clash.owner !== source);
+    if (clashes.length > 0) {
+      const listed = clashes.slice(0, 10).map((clash) => `"${clash.name}" (source "${clash.owner}")`);
+      throw new CatalogConflictError(`tool names already belong to another source: ${listed.join(', ')}`);
+    }
+  }
+
+  private replace(source: string, server: string | undefined, entries: CatalogEntry[]): CatalogSnapshot {
     const previous = this.sources.get(source);
     for (const entry of previous?.entries ?? []) this.byName.delete(entry.tool.name);
-    const entries = tools.map((tool) => this.toEntry(tool, source, server));
     for (const entry of entries) this.byName.set(entry.tool.name, entry);
     this.sources.set(source, { server, entries });
     return this.changed();
@@ -168,6 +200,12 @@ export class Catalog extends EventEmitter<CatalogEvents> {
       text,
       textHash: sha256(canonicalText(tool.name, text)),
     };
+  }
+}
+
+function checkSourceName(source: string): void {
+  if (!SOURCE_NAME_PATTERN.test(source)) {
+    throw new CatalogSourceError('source name must be 1-64 characters of A-Z, a-z, 0-9, "_", "-" or "."');
   }
 }
 

@@ -20,7 +20,7 @@ export class LocalStaticSources implements StaticSources {
   constructor(private readonly catalog: Catalog) {}
 
   async put(source: string, tools: unknown): Promise<CatalogSnapshot> {
-    return this.catalog.setSource(source, tools);
+    return this.catalog.setSourceInSlices(source, tools);
   }
 
   async delete(source: string): Promise<boolean> {
@@ -65,10 +65,12 @@ export class RedisStaticSources implements StaticSources {
 
   /** Stored first, applied second: if Redis is down the request fails and no instance has changed. */
   async put(source: string, tools: unknown): Promise<CatalogSnapshot> {
-    const valid = this.catalog.check(source, tools);
-    await withRedis('storing the source', () => this.redis.hset(this.keys.staticSources, source, JSON.stringify(valid)));
-    const snapshot = this.catalog.setSource(source, valid);
-    this.held.set(source, JSON.stringify(valid));
+    const valid = await this.catalog.checkInSlices(source, tools);
+    // One serialization for Redis and for `held`: at 100k tools it is ~100 MB and a second of work.
+    const stored = JSON.stringify(valid);
+    await withRedis('storing the source', () => this.redis.hset(this.keys.staticSources, source, stored));
+    const snapshot = await this.catalog.setSourceInSlices(source, valid, { validated: true });
+    this.held.set(source, stored);
     await this.announce(source);
     return snapshot;
   }

@@ -102,6 +102,13 @@ function tagsOf(tool: Tool): string[] {
   return Array.isArray(tags) ? tags.filter((tag): tag is string => typeof tag === 'string') : [];
 }
 
+/** Whitespace other than single spaces: what `normaliseSpace` has to replace. */
+const IRREGULAR_SPACE = /[^\S ]| {2}/;
+
+/**
+ * Most texts are already normal; those are returned as they are (trimmed), which shares the string with the tool
+ * definition instead of keeping a second copy of every description in the catalog (tens of MB at 100k tools).
+ */
 function normaliseSpace(text: string): string {
-  return text.replace(/\s+/g, ' ').trim();
+  return (IRREGULAR_SPACE.test(text) ? text.replace(/\s+/g, ' ') : text).trim();
 }

