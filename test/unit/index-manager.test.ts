@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { before, describe, it } from 'node:test';
+import { before, describe, it, test } from 'node:test';
 import { Catalog, type CatalogSnapshot } from '../../src/catalog/catalog.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { createEmbedder, OFFLINE_MODEL_ID, type Embedder } from '../../src/embedding/embedder.js';
@@ -154,5 +154,23 @@ describe('IndexManager with the in-process pipeline', () => {
     assert.equal(manager.install(newer, 5), true);
     assert.equal(manager.install(older, 4), false);
     assert.equal(manager.current, newer);
+  });
+});
+
+describe('MemoryEmbeddingCache', () => {
+  test('keeps copies per model, evicts the oldest first past its bound, and later writes never change earlier vectors', async () => {
+    const cache = new MemoryEmbeddingCache(3);
+    const vector = (value: number) => new Float32Array([value, value + 1, value + 2]);
+    const original = vector(1);
+    await cache.setMany('m', [{ textHash: 'a', vector: original }, { textHash: 'b', vector: vector(2) }]);
+    original.fill(0); // the cache holds its own copy
+    await cache.setMany('other', [{ textHash: 'a', vector: vector(9) }]);
+    assert.deepEqual([...(await cache.getMany('m', ['a']))[0]!], [1, 2, 3]);
+    assert.deepEqual([...(await cache.getMany('other', ['a']))[0]!], [9, 10, 11]);
+    await cache.setMany('m', [{ textHash: 'c', vector: vector(3) }]);
+    const [a, b, c] = await cache.getMany('m', ['a', 'b', 'c']);
+    assert.equal(a, undefined, 'the oldest entry went first');
+    assert.deepEqual([...b!], [2, 3, 4]);
+    assert.deepEqual([...c!], [3, 4, 5]);
   });
 });
