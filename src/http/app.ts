@@ -86,8 +86,8 @@ export function createApp(deps: AppDependencies): Express {
   const json = express.json({ limit: deps.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
   const rawBodyPaths = new Set(deps.rawBodyPaths ?? []);
   // Search is what agents call on every turn. Mounted first with the chain every route gets, it skips the walk through
-  // every router mounted before it (about 0.2 ms a request: BENCHMARKS.md, "Over HTTP"); errors still go to the
-  // handler at the end.
+  // every router mounted before it: at 10k tools that walk was about 0.2 ms of a request's p50, measured against a bare
+  // node:http server running the same search in the same process. Errors still go to the handler at the end.
   app.post(SEARCH_PATH, ...everyRequest, json, searchRoute(deps));
   app.use(...everyRequest);
   if (deps.auth) app.get('/metrics', requireAdmin);
