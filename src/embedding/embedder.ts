@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { AutoTokenizer, env, pipeline, Tensor } from '@xenova/transformers';
 import { OFFLINE_MODEL_ID, ensureOfflineModel } from './offline-model.js';
-import { addRow, lookupModel, readLookupTable, type LookupTable } from './offline/lookup-model.js';
+import { addRow, readLookupTable, type LookupTable } from './offline/lookup-model.js';
 import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
 import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 
@@ -68,8 +68,13 @@ interface TensorLike {
 }
 
 /** The slice of the transformers.js feature-extraction pipeline this module relies on (its own typings are loose). */
-interface Extractor {
-  tokenizer: ((
+type Extractor = { tokenizer: Tokenizer } & (
+  | { model: (inputs: Record<string, TensorLike>) => Promise<Record<string, TensorLike | undefined>>; table?: undefined }
+  /** A table-lookup model (the offline model): pooling reads the table's rows directly, no model call. */
+  | { table: LookupTable; model?: undefined }
+);
+
+type Tokenizer = ((
     texts: string[],
     options: { padding: boolean; truncation: boolean; return_tensor: false; max_length?: number },
   ) => Record<string, number[][]>) & {
@@ -77,10 +82,6 @@ interface Extractor {
     padding_side?: 'left' | 'right';
     model?: WordPieceModel;
   };
-  model: (inputs: Record<string, TensorLike>) => Promise<Record<string, TensorLike | undefined>>;
-  /** Set when the model is a table lookup (the offline model): pooling then reads the table's rows directly. */
-  table?: LookupTable;
-}
 
 const REQUIRED_FILES = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
 
@@ -125,7 +126,7 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
     try {
       // The offline model is a table lookup: answered in JavaScript from its table, without an onnxruntime session.
       const table = opts.model === OFFLINE_MODEL_ID && local.complete && !local.onlyQuantized ? readLookupTable(path.join(modelDir, 'onnx', 'model.onnx')) : undefined;
-      if (table) return { tokenizer: await AutoTokenizer.from_pretrained(opts.model), model: lookupModel(table), table } as unknown as Extractor;
+      if (table) return { tokenizer: (await AutoTokenizer.from_pretrained(opts.model)) as unknown as Tokenizer, table } satisfies Extractor;
       return (await pipeline('feature-extraction', opts.model, { quantized })) as unknown as Extractor;
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
@@ -223,14 +224,15 @@ class TransformersEmbedder implements Embedder {
    * 80% of indexing time. A test checks both give the same vectors.
    */
   private async forward(encoded: Record<string, number[][]>): Promise<Float32Array[]> {
-    if (this.extractor.table) return this.poolRows(encoded, this.extractor.table);
+    const { extractor } = this;
+    if (extractor.table) return this.poolRows(encoded, extractor.table);
     // Padded here as the tokenizer pads (input_ids with the pad token, every other input with 0, on its padding side)
     // and made into int64 tensors directly: the tokenizer's own tensors go through three intermediate arrays and a
     // BigInt per element, which was a fifth of indexing time with the offline model.
     const { pad_token_id: padId = 0, padding_side: side = 'right' } = this.extractor.tokenizer;
     const inputs: Record<string, TensorLike> = {};
     for (const [key, rows] of Object.entries(encoded)) inputs[key] = int64Tensor(rows, key === 'input_ids' ? padId : 0, side);
-    const outputs = await this.extractor.model(inputs);
+    const outputs = await extractor.model(inputs);
     const hidden = outputs.last_hidden_state ?? outputs.logits ?? outputs.token_embeddings;
     const mask = encoded.attention_mask;
     if (!hidden || !mask) throw new Error(`model "${this.modelId}" returned no last_hidden_state (or no attention_mask)`);

@@ -1,19 +1,13 @@
 /**
  * The offline model without onnxruntime. Its ONNX graph is one Gather of token rows from a table (and a Cast when the
- * table is fp16, model-files.ts), so copying those rows here gives the very floats onnxruntime would: fp16 → fp32 is
+ * table is fp16, model-files.ts), so adding those rows here adds the very floats onnxruntime would give: fp16 → fp32 is
  * exact. Measured at 100k tools, onnxruntime's session was about a third of embedding time (marshalling int64 inputs,
- * a [batch, tokens, 100] output) and held its own copy of the table; this reads the table once, as fp16, and copies.
+ * a [batch, tokens, 100] output) and held its own copy of the table; this reads the table once, as fp16, and sums the pooled tokens' rows from it.
  */
 import { readFileSync } from 'node:fs';
 import onnxProto from 'onnx-proto';
 
 const { onnx } = onnxProto;
-
-/** The part of a transformers.js model output the embedder reads. */
-export interface HiddenStates {
-  data: Float32Array;
-  dims: [number, number, number];
-}
 
 /** The table of a lookup-only model: `rows` × `dims` values, fp16 bits or fp32. */
 export interface LookupTable {
@@ -50,8 +44,6 @@ function sized(table: LookupTable): LookupTable | undefined {
   return table.values.length === table.rows * table.dims ? table : undefined;
 }
 
-const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-
 /** Every fp16 bit pattern as the float it is (exact in fp32), so a lookup converts with one index. */
 const HALF_TO_FLOAT = (() => {
   const floats = new Float32Array(65_536);
@@ -66,14 +58,6 @@ const HALF_TO_FLOAT = (() => {
   return floats;
 })();
 
-/** Row `id` of the table as floats, written at `offset` of `out`. */
-function copyRow(table: LookupTable, id: number, out: Float32Array, offset: number): void {
-  const { dims, values } = table;
-  const from = id * dims;
-  if (values instanceof Float32Array) out.set(values.subarray(from, from + dims), offset);
-  else for (let d = 0; d < dims; d++) out[offset + d] = HALF_TO_FLOAT[values[from + d]!]!;
-}
-
 /**
  * Adds row `id` of the table to `sum`: what pooling over the model's output adds for a token with that id, without the
  * [batch, tokens, dims] output in between (the same floats, added in the same order).
@@ -84,28 +68,4 @@ export function addRow(table: LookupTable, id: number, sum: Float64Array): void 
   const from = id * dims;
   if (values instanceof Float32Array) for (let d = 0; d < dims; d++) sum[d] = sum[d]! + values[from + d]!;
   else for (let d = 0; d < dims; d++) sum[d] = sum[d]! + HALF_TO_FLOAT[values[from + d]!]!;
-}
-
-/**
- * The model call the embedder makes (`extractor.model(inputs)`), answered from the table: `input_ids` is an int64
- * [batch, tokens] tensor; each id's row is copied into `last_hidden_state` [batch, tokens, dims].
- */
-export function lookupModel(table: LookupTable): (inputs: Record<string, { data: ArrayLike<number | bigint>; dims: number[] }>) => Promise<{ last_hidden_state: HiddenStates }> {
-  const { rows, dims } = table;
-  return async (inputs) => {
-    const ids = inputs.input_ids;
-    if (!ids || !(ids.data instanceof BigInt64Array) || ids.dims.length !== 2) throw new Error('the lookup model needs input_ids as an int64 [batch, tokens] tensor');
-    const [batch, tokens] = ids.dims as [number, number];
-    const out = new Float32Array(batch * tokens * dims);
-    const data = ids.data;
-    // Token ids are small: on little-endian hosts each int64's low word is the id (no BigInt per read).
-    const words = LITTLE_ENDIAN ? new Int32Array(data.buffer, data.byteOffset, data.length * 2) : undefined;
-    for (let position = 0; position < batch * tokens; position++) {
-      const id = words && words[2 * position + 1] === 0 ? words[2 * position]! : Number(data[position]);
-      // Gather fails on an id outside the table; so does this.
-      if (!(id >= 0 && id < rows)) throw new Error(`token id ${id} is outside the embedding table (${rows} rows)`);
-      copyRow(table, id, out, position * dims);
-    }
-    return { last_hidden_state: { data: out, dims: [batch, tokens, dims] } };
-  };
 }
