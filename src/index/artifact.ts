@@ -1,7 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import hnswlib from 'hnswlib-node';
 import { LexicalIndex, type LexicalSettings } from './lexical.js';
 import type { SearchIndex } from './search-index.js';
 import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex } from './vector.js';
@@ -96,9 +95,7 @@ function loadVectors(header: ArtifactHeader, bytes: Buffer): VectorIndex {
   }
   return withTempFile((file) => {
     writeFileSync(file, bytes);
-    const index = new hnswlib.HierarchicalNSW('cosine', header.dimensions);
-    index.readIndexSync(file);
-    return new HnswVectorIndex(header.names, index, header.efSearch);
+    return HnswVectorIndex.read(header.names, file, header.dimensions, header.efSearch);
   });
 }
 

@@ -183,6 +183,13 @@ export class HnswVectorIndex implements VectorIndex {
     return new HnswVectorIndex(names, built.index, settings.efSearch, settings.exactThreshold);
   }
 
+  /** A graph hnswlib wrote to `file` (hnswlib-node reads graphs only from files). */
+  static read(names: readonly string[], file: string, dimensions: number, efSearch: number, exactVisible?: number): HnswVectorIndex {
+    const index = new hnswlib.HierarchicalNSW('cosine', dimensions);
+    index.readIndexSync(file);
+    return new HnswVectorIndex(names, index, efSearch, exactVisible);
+  }
+
   get size(): number {
     return this.names.length;
   }

@@ -2,7 +2,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { rm } from 'node:fs/promises';
-import hnswlib from 'hnswlib-node';
 import type { CatalogSnapshot } from '../catalog/catalog.js';
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Embedder } from '../embedding/embedder.js';
@@ -198,9 +197,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
       if (vectors.kind === 'exact') {
         vectorIndex = new ExactVectorIndex(names, { matrix: new Float32Array(vectors.matrix), dimensions: vectors.dimensions });
       } else {
-        const graph = new hnswlib.HierarchicalNSW('cosine', vectors.dimensions);
-        graph.readIndexSync(vectors.file);
-        vectorIndex = new HnswVectorIndex(names, graph, hnsw.efSearch, hnsw.exactThreshold);
+        vectorIndex = HnswVectorIndex.read(names, vectors.file, vectors.dimensions, hnsw.efSearch, hnsw.exactThreshold);
       }
       return { catalogHash: finish.catalogHash, model: finish.model, builtAt: finish.builtAt, size: names.length, lexical, vectors: vectorIndex };
     } finally {
