@@ -13,7 +13,7 @@ import { embeddingText } from '../src/catalog/text.js';
 import { loadConfig } from '../src/config/config.js';
 import { createEmbedder } from '../src/embedding/embedder.js';
 import { loadQueries } from '../src/eval/datasets.js';
-import { DEFAULT_HNSW, ExactVectorIndex, HnswVectorIndex } from '../src/index/vector.js';
+import { DEFAULT_HNSW, ExactVectorIndex, HnswVectorIndex } from '../src/indexing/vector.js';
 import { generateCatalog } from './catalog.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -22,6 +22,6 @@ export {
 export { Catalog, CatalogConflictError, type CatalogEntry } from './catalog/catalog.js';
 export type { CatalogTool, JsonSchemaObject, Tool, ToolAnnotations } from './catalog/types.js';
 export { createEmbedder, OFFLINE_MODEL_ID, type Embedder, type EmbedderOptions } from './embedding/embedder.js';
-export type { IndexManager, IndexState, IndexStatus } from './index/manager.js';
+export type { IndexManager, IndexState, IndexStatus } from './indexing/manager.js';
 export { Metrics } from './metrics.js';
 export { gracefulShutdown } from './shutdown.js';

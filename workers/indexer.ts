@@ -5,9 +5,9 @@
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../src/config/config.js';
-import { startIndexWorker } from '../src/index/redis/worker.js';
+import { startIndexWorker } from '../src/indexing/redis/worker.js';
 import { createLogger } from '../src/log.js';
-import { RedisKeys } from '../src/redis.js';
+import { RedisKeys } from '../src/redis/connection.js';
 import { Metrics } from '../src/metrics.js';
 
 const config = loadConfig();

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis.js';
-import { RedisUnavailableError, withRedis, type RedisGate } from '../redis.js';
+import type { RedisKeys } from '../redis/connection.js';
+import { RedisUnavailableError, withRedis, type RedisGate } from '../redis/connection.js';
 import type { KeyRecord } from './keys.js';
 
 /** Where virtual keys live: Redis when configured (shared by every instance), else this process's memory. */

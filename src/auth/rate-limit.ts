@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { RedisUnavailableError, type RedisGate, type RedisKeys } from '../redis.js';
+import { RedisUnavailableError, type RedisGate, type RedisKeys } from '../redis/connection.js';
 import { ToolrouterError } from '../errors.js';
 
 /** A limit was hit; the caller may retry after `retryAfterMs`. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { withRedis, type RedisKeys } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { Catalog, CatalogSnapshot } from './catalog.js';
 

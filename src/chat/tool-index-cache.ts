@@ -1,9 +1,9 @@
 import { sha256, type Catalog } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
-import { MemoryEmbeddingCache } from '../index/embedding-cache.js';
-import type { LexicalSettings } from '../index/lexical.js';
-import type { IndexManager } from '../index/manager.js';
-import type { HnswSettings } from '../index/vector.js';
+import { MemoryEmbeddingCache } from '../indexing/embedding-cache.js';
+import type { LexicalSettings } from '../indexing/lexical.js';
+import type { IndexManager } from '../indexing/manager.js';
+import type { HnswSettings } from '../indexing/vector.js';
 import type { Metrics } from '../metrics.js';
 import type { RequestTool } from './request.js';
 import { createFixedSearch } from '../search/fixed.js';

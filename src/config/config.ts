@@ -12,7 +12,7 @@ import { catalogSettingsSchema, limitsSettingsSchema } from '../catalog/settings
 import { chatSettingsSchema } from '../chat/settings.js';
 import { embeddingSettingsSchema } from '../embedding/settings.js';
 import { feedbackSettingsSchema } from '../feedback/settings.js';
-import { queueSettingsSchema, workerSettingsSchema } from '../index/settings.js';
+import { queueSettingsSchema, workerSettingsSchema } from '../indexing/settings.js';
 import { mcpSettingsSchema } from '../mcp/settings.js';
 import { staticTransformProblems, transformServer } from '../mcp/transform.js';
 import { defaultModelsDir } from '../package-root.js';

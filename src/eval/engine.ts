@@ -4,7 +4,7 @@ import { createEmbedder, type Embedder, type EmbedderOptions } from '../embeddin
 import { FeedbackService } from '../feedback/service.js';
 import type { FeedbackSettings } from '../feedback/settings.js';
 import { MemoryFeedbackStore } from '../feedback/store.js';
-import type { SearchIndex } from '../index/search-index.js';
+import type { SearchIndex } from '../indexing/search-index.js';
 import { createFixedSearch } from '../search/fixed.js';
 import type { SearchService } from '../search/search.js';
 import type { SearchConfig } from '../search/settings.js';

@@ -1,5 +1,5 @@
-import type { ScoredName } from '../index/lexical.js';
-import { TopK } from '../index/top-k.js';
+import type { ScoredName } from '../indexing/lexical.js';
+import { TopK } from '../indexing/top-k.js';
 import { DAY_MS, type FeedbackEvent, type FeedbackSettings } from './types.js';
 
 export type NeighbourSettings = Pick<

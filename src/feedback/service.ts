@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Embedder } from '../embedding/embedder.js';
-import type { ScoredName } from '../index/lexical.js';
+import type { ScoredName } from '../indexing/lexical.js';
 import type { Metrics } from '../metrics.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { FeedbackSignal } from '../search/search.js';

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { withRedis, type RedisKeys } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import { DAY_MS, type FeedbackEvent } from './types.js';
 

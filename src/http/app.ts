@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { StaticSources } from '../catalog/static-sources.js';
-import type { IndexManager, IndexPipeline } from '../index/manager.js';
+import type { IndexManager, IndexPipeline } from '../indexing/manager.js';
 import type { SearchService } from '../search/search.js';
 import type { Metrics } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';

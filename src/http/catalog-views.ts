@@ -1,6 +1,6 @@
 import { catalogHash, type CatalogSnapshot } from '../catalog/catalog.js';
 import type { Access } from '../auth/access.js';
-import type { IndexManager, IndexStatus } from '../index/manager.js';
+import type { IndexManager, IndexStatus } from '../indexing/manager.js';
 
 /**
  * What a restricted key is told about the index: counts and hashes of its own view (the tools it may see), never the

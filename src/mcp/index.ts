@@ -1,7 +1,7 @@
 import type { Router } from 'express';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
-import type { IndexManager } from '../index/manager.js';
+import type { IndexManager } from '../indexing/manager.js';
 import { mcpRestRoutes } from './rest-routes.js';
 import type { Metrics } from '../metrics.js';
 import type { SearchService } from '../search/search.js';

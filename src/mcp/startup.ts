@@ -1,5 +1,5 @@
 import type { Catalog } from '../catalog/catalog.js';
-import type { IndexManager } from '../index/manager.js';
+import type { IndexManager } from '../indexing/manager.js';
 import type { UpstreamManager } from './upstream.js';
 
 /** Upstream servers an answer is missing, by state. */

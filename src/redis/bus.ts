@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { connectRedis, type RedisKeys } from '../redis.js';
-import { RedisGeneration } from '../redis-generation.js';
+import { connectRedis, type RedisKeys } from './connection.js';
+import { RedisGeneration } from './generation.js';
 
 /** What a process needs to open its bus (the way BullMQ gives each class its own options). */
 export interface RedisBusOptions {
@@ -14,7 +14,7 @@ export interface RedisBusOptions {
    */
   connectionName: string;
   /**
-   * How often to check the generation marker (src/redis-generation.ts), and run holders' `restore` when Redis lost its
+   * How often to check the generation marker (src/redis/generation.ts), and run holders' `restore` when Redis lost its
    * data. Unset: no check (a process that holds nothing others need, such as an index worker).
    */
   generationCheckMs?: number;

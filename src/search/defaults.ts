@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { withRedis, type RedisKeys } from '../redis.js';
+import { withRedis, type RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { FusionMethod, FusionWeights } from './fusion.js';
 import type { SearchService } from './search.js';

@@ -1,11 +1,11 @@
 import { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
-import type { EmbeddingCache } from '../index/embedding-cache.js';
-import type { LexicalSettings } from '../index/lexical.js';
-import { IndexManager } from '../index/manager.js';
-import { buildSearchIndex, type BuildStats, type SearchIndex } from '../index/search-index.js';
-import type { HnswSettings } from '../index/vector.js';
+import type { EmbeddingCache } from '../indexing/embedding-cache.js';
+import type { LexicalSettings } from '../indexing/lexical.js';
+import { IndexManager } from '../indexing/manager.js';
+import { buildSearchIndex, type BuildStats, type SearchIndex } from '../indexing/search-index.js';
+import type { HnswSettings } from '../indexing/vector.js';
 import type { Reranker } from './rerank.js';
 import { DEFAULT_SEARCH_SETTINGS, SearchService, type FeedbackSignal, type SearchSettings } from './search.js';
 

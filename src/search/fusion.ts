@@ -1,4 +1,4 @@
-import type { ScoredName } from '../index/lexical.js';
+import type { ScoredName } from '../indexing/lexical.js';
 
 import type { FusionMethod, FusionWeights } from './weights.js';
 

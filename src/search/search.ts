@@ -2,10 +2,10 @@ import type { Catalog, CatalogEntry, CatalogSnapshot } from '../catalog/catalog.
 import type { Tool } from '../catalog/types.js';
 import type { Embedder } from '../embedding/embedder.js';
 import { ToolrouterError } from '../errors.js';
-import { LabelSet } from '../index/label-set.js';
-import type { ScoredName } from '../index/lexical.js';
-import type { IndexManager } from '../index/manager.js';
-import type { SearchIndex } from '../index/search-index.js';
+import { LabelSet } from '../indexing/label-set.js';
+import type { ScoredName } from '../indexing/lexical.js';
+import type { IndexManager } from '../indexing/manager.js';
+import type { SearchIndex } from '../indexing/search-index.js';
 import type { Metrics } from '../metrics.js';
 import { RegexHaystacks } from './regex.js';
 import { fusionMethodSchema, mergeWeights } from './weights.js';

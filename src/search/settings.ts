@@ -1,9 +1,9 @@
 /**
  * Search's settings (YAML `search`): schema and defaults. `SearchService` takes the parsed slice as it is; the
- * index's own parts (`lexical`, `hnsw`) come from src/index/settings.ts. Assembled by `src/config/`.
+ * index's own parts (`lexical`, `hnsw`) come from src/indexing/settings.ts. Assembled by `src/config/`.
  */
 import { z } from 'zod';
-import { hnswSettingsSchema, lexicalSettingsSchema } from '../index/settings.js';
+import { hnswSettingsSchema, lexicalSettingsSchema } from '../indexing/settings.js';
 import { DEFAULT_ACTIVATION_THRESHOLDS } from './activation.js';
 import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from './search.js';
 import { fusionMethodSchema, weightsWithDefaults } from './weights.js';

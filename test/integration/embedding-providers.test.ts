@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { createEmbedder } from '../../src/embedding/embedder.js';
-import { RedisKeys } from '../../src/redis.js';
+import { RedisKeys } from '../../src/redis/connection.js';
 import { eventually, REDIS_URL, WorkerProcess, writeConfig } from '../helpers/processes.js';
 import { counter } from '../helpers/metrics.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';

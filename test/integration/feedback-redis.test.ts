@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import pino from 'pino';
 import { RedisFeedbackStore } from '../../src/feedback/store.js';
 import { DAY_MS, type FeedbackEvent } from '../../src/feedback/types.js';
-import { RedisKeys } from '../../src/redis.js';
+import { RedisKeys } from '../../src/redis/connection.js';
 import { RedisBus } from '../../src/redis/bus.js';
 import { eventually, REDIS_URL, WorkerProcess, writeConfig } from '../helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { RedisKeys } from '../../src/redis.js';
+import { RedisKeys } from '../../src/redis/connection.js';
 import { eventually, REDIS_URL, WorkerProcess, writeConfig } from '../helpers/processes.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Catalog } from '../../src/catalog/catalog.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createEmbedder } from '../../src/embedding/embedder.js';
-import { WorkerIndexBuilder } from '../../src/index/worker-builder.js';
+import { WorkerIndexBuilder } from '../../src/indexing/worker-builder.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';
 

@@ -15,12 +15,12 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
   let dir: string;
   let violations: { rule: string; from: string; to: string }[];
   const files: Record<string, string> = {
-    'src/redis.ts': 'export const redis = 1;\n',
+    'src/redis/connection.ts': 'export const redis = 1;\n',
     'src/package-root.ts': 'export const root = "/";\n',
-    'src/catalog/catalog.ts': "import { redis } from '../redis.js';\nexport const catalog = redis;\n",
+    'src/catalog/catalog.ts': "import { redis } from '../redis/connection.js';\nexport const catalog = redis;\n",
     'src/search/search.ts': "import { catalog } from '../catalog/catalog.js';\nexport const search = catalog;\n",
     // Upward: a module below config/ reading the configuration.
-    'src/index/indexing.ts': "import type { Config } from '../config/config.js';\nexport type Indexing = Config;\n",
+    'src/indexing/indexing.ts': "import type { Config } from '../config/config.js';\nexport type Indexing = Config;\n",
     // Upward: the catalog reaching for search.
     'src/catalog/upward.ts': "import { search } from '../search/search.js';\nexport const upward = search;\n",
     'src/config/config.ts': "import { search } from '../search/search.js';\nimport { root } from '../package-root.js';\nexport type Config = { search: typeof search; root: typeof root };\n",
@@ -57,7 +57,7 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
   const refused = (from: string, to: string) => violations.filter((v) => v.from === from && v.to === to).map((v) => v.rule);
 
   it('refuses an import from a lower layer into a higher one', () => {
-    assert.deepEqual(refused('src/index/indexing.ts', 'src/config/config.ts'), ['layer-index-imports-upward']);
+    assert.deepEqual(refused('src/indexing/indexing.ts', 'src/config/config.ts'), ['layer-index-imports-upward']);
     assert.deepEqual(refused('src/catalog/upward.ts', 'src/search/search.ts'), ['layer-catalog-imports-upward']);
   });
 
@@ -79,6 +79,6 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
   it('allows imports downward', () => {
     assert.deepEqual(refused('src/search/search.ts', 'src/catalog/catalog.ts'), []);
     assert.deepEqual(refused('src/config/config.ts', 'src/search/search.ts'), []);
-    assert.deepEqual(refused('src/catalog/catalog.ts', 'src/redis.ts'), []);
+    assert.deepEqual(refused('src/catalog/catalog.ts', 'src/redis/connection.ts'), []);
   });
 });

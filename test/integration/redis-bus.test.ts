@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import pino from 'pino';
-import { RedisKeys } from '../../src/redis.js';
+import { RedisKeys } from '../../src/redis/connection.js';
 import { RedisBus } from '../../src/redis/bus.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { eventually, WorkerProcess, writeConfig } from '../helpers/processes.js';

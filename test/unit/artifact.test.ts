@@ -9,10 +9,10 @@ import { loadConfig } from '../../src/config/config.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { createEmbedder, type Embedder } from '../../src/embedding/embedder.js';
 import { loadCatalogFile } from '../../src/eval/datasets.js';
-import { deserializeIndex, serializeIndex } from '../../src/index/artifact.js';
-import { DEFAULT_LEXICAL, termProcessor } from '../../src/index/lexical.js';
-import { buildSearchIndex, type SearchIndex } from '../../src/index/search-index.js';
-import { DEFAULT_HNSW } from '../../src/index/vector.js';
+import { deserializeIndex, serializeIndex } from '../../src/indexing/artifact.js';
+import { DEFAULT_LEXICAL, termProcessor } from '../../src/indexing/lexical.js';
+import { buildSearchIndex, type SearchIndex } from '../../src/indexing/search-index.js';
+import { DEFAULT_HNSW } from '../../src/indexing/vector.js';
 import { syntheticTools } from '../helpers/synthetic.js';
 
 const queries = ['send an email', 'create a calendar event', 'export invoice', 'search files in cloud storage', 'weather'];

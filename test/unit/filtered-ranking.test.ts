@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { embeddingText } from '../../src/catalog/text.js';
-import { HnswVectorIndex } from '../../src/index/vector.js';
+import { HnswVectorIndex } from '../../src/indexing/vector.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';

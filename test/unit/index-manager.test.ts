@@ -4,10 +4,10 @@ import { before, describe, it, test } from 'node:test';
 import { Catalog, type CatalogSnapshot } from '../../src/catalog/catalog.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { createEmbedder, OFFLINE_MODEL_ID, type Embedder } from '../../src/embedding/embedder.js';
-import { MemoryEmbeddingCache } from '../../src/index/embedding-cache.js';
-import { LocalIndexPipeline, type IndexBuilder } from '../../src/index/local-pipeline.js';
-import { IndexManager } from '../../src/index/manager.js';
-import { buildSearchIndex, type SearchIndex } from '../../src/index/search-index.js';
+import { MemoryEmbeddingCache } from '../../src/indexing/embedding-cache.js';
+import { LocalIndexPipeline, type IndexBuilder } from '../../src/indexing/local-pipeline.js';
+import { IndexManager } from '../../src/indexing/manager.js';
+import { buildSearchIndex, type SearchIndex } from '../../src/indexing/search-index.js';
 
 const tool = (name: string) => ({ name, description: `tool ${name}`, inputSchema: { type: 'object' } });
 

@@ -8,7 +8,7 @@ import { SEARCHABLE_FIELDS, tokenize, type SearchableText } from '../../src/cata
 import type { Tool } from '../../src/catalog/types.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { loadCatalogFile, loadQueries } from '../../src/eval/datasets.js';
-import { DEFAULT_LEXICAL, LexicalIndex, termProcessor, type LexicalSettings } from '../../src/index/lexical.js';
+import { DEFAULT_LEXICAL, LexicalIndex, termProcessor, type LexicalSettings } from '../../src/indexing/lexical.js';
 import { syntheticTools } from '../helpers/synthetic.js';
 
 type Documents = { name: string; text: SearchableText }[];

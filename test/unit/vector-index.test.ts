@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildVectorIndex, ExactVectorIndex, HnswVectorIndex, DEFAULT_HNSW } from '../../src/index/vector.js';
+import { buildVectorIndex, ExactVectorIndex, HnswVectorIndex, DEFAULT_HNSW } from '../../src/indexing/vector.js';
 
 /** Deterministic pseudo-random unit vectors (xorshift), so failures reproduce. */
 function unitVectors(count: number, dimensions: number, seed = 7): Float32Array[] {

@@ -6,7 +6,7 @@ import type { Embedder } from '../../embedding/embedder.js';
 import type { EngineConfig } from '../../eval/engine.js';
 import { evaluate } from '../../eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../../eval/tune.js';
-import type { IndexManager } from '../../index/manager.js';
+import type { IndexManager } from '../../indexing/manager.js';
 import type { SearchDefaults } from '../../search/defaults.js';
 import type { SearchService } from '../../search/search.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';

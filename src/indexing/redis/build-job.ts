@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { decodeSnapshot } from '../../catalog/snapshot-codec.js';
 import type { Embedder } from '../../embedding/embedder.js';
-import type { RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis/connection.js';
 import { serializeIndex } from '../artifact.js';
 import type { EmbeddingCache } from '../embedding-cache.js';
 import type { LexicalSettings } from '../lexical.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { RedisKeys } from './redis.js';
+import type { RedisKeys } from './connection.js';
 
 /**
  * Notices when Redis lost this deployment's data (restarted without persistence, flushed, failed over to an empty

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogSnapshot } from '../../catalog/catalog.js';
 import { encodeSnapshot } from '../../catalog/snapshot-codec.js';
-import type { RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis/connection.js';
 import type { RedisBus } from '../../redis/bus.js';
 import { deserializeIndex } from '../artifact.js';
 import type { LexicalSettings } from '../lexical.js';

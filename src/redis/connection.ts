@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { ToolrouterError } from './errors.js';
+import { ToolrouterError } from '../errors.js';
 
 /**
  * Every Redis key and channel toolrouter uses, under one prefix so several deployments (or test runs) can share a

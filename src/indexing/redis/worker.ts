@@ -2,7 +2,7 @@ import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { createEmbedder, type EmbedderOptions } from '../../embedding/embedder.js';
 import type { Metrics } from '../../metrics.js';
-import type { RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis/connection.js';
 import { RedisBus } from '../../redis/bus.js';
 import type { HnswSettings, LexicalSettings, QueueSettings } from '../settings.js';
 import { ArtifactStore } from './artifact-store.js';

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis/connection.js';
 import { DEFAULT_RETENTION, registerAndTrim, type Retention } from './retention.js';
 
 export interface IndexPointer {

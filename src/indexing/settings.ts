@@ -49,7 +49,7 @@ export const queueSettingsSchema = z
     lockDurationMs: z.number().int().min(1_000).default(60_000),
     stalledIntervalMs: z.number().int().min(1_000).default(30_000),
     /**
-     * What Redis keeps (src/index/redis/retention.ts): the newest catalog snapshots and promoted indexes, bounded in
+     * What Redis keeps (src/indexing/redis/retention.ts): the newest catalog snapshots and promoted indexes, bounded in
      * count and bytes; the newest snapshot, the live index's snapshot and the current index are always kept.
      */
     retention: z

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../../redis.js';
+import type { RedisKeys } from '../../redis/connection.js';
 import type { EmbeddingCache } from '../embedding-cache.js';
 
 /** Embeddings shared by every worker, as raw float32 bytes keyed by model id and text hash. */
