@@ -121,6 +121,25 @@ describe('API keys and what each key sees', () => {
     }
   });
 
+  test('generate and update name every bad field of a body at once', async () => {
+    const bad = { allowed_servers: 'files', tool_search_enabled: 'yes', rpm_limit: 0, duration: 'forever', surprise: true };
+    for (const [path, body] of [
+      ['/key/generate', bad],
+      ['/key/update', { ...bad, key: 'key_anything' }],
+    ] as const) {
+      const reply = await call(api.url, 'POST', path, { key: ADMIN_KEY, body });
+      assert.equal(reply.status, 400, path);
+      for (const field of [/allowed_servers/, /tool_search_enabled/, /rpm_limit/, /duration: "forever" is not a duration/, /surprise/]) {
+        assert.match(reply.body.error.message, field, `${path}: ${reply.body.error.message}`);
+      }
+    }
+    // The duration/expires conflict is named beside a bad field, not after it is fixed.
+    const both = await call(api.url, 'POST', '/key/generate', { key: ADMIN_KEY, body: { rpm_limit: -1, duration: '1h', expires: '2099-01-01T00:00:00Z' } });
+    assert.equal(both.status, 400);
+    assert.match(both.body.error.message, /rpm_limit/);
+    assert.match(both.body.error.message, /duration: give duration or expires, not both/);
+  });
+
   test('REST search never returns, ranks by, or selects tools outside the key', async () => {
     // Queries that name the hidden tools outright, in every mode.
     for (const body of [

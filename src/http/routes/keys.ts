@@ -16,21 +16,44 @@ const keyFields = {
   tool_search_enabled: z.boolean({ error: 'must be true or false' }).optional(),
   rpm_limit: z.number().int('must be an integer').min(1).max(1_000_000).nullable().optional(),
   /** LiteLLM's form: "30s", "15m", "12h", "30d"; null: never expires. */
-  duration: z.string().nullable().optional(),
-  /** Or an absolute time. */
-  expires: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 date-time' }).nullable().optional(),
+  duration: z
+    .string()
+    .refine((duration) => parseDuration(duration) !== undefined, { error: (issue) => `"${String(issue.input)}" is not a duration like 30s, 15m, 12h or 30d` })
+    .nullable()
+    .optional(),
+  /** Or an absolute time, in the future. */
+  expires: z.iso
+    .datetime({ offset: true, error: 'must be an ISO 8601 date-time' })
+    .refine((time) => Date.parse(time) > Date.now(), 'must be in the future')
+    .nullable()
+    .optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
 };
-const generateBody = z.object(keyFields).strict();
+
+/**
+ * Every problem of a body in one answer, the conflict between `duration` and `expires` included: the check runs even
+ * when a field is already bad (zod skips object-level checks after a field's issue unless told `when`).
+ */
+function withExpiryRule<T extends z.ZodObject>(schema: T) {
+  return schema.check(
+    z.superRefine((body: { duration?: unknown; expires?: unknown }, ctx) => {
+      if (body.duration && body.expires) ctx.addIssue({ code: 'custom', path: ['duration'], message: 'give duration or expires, not both' });
+    }, { when: () => true }),
+  );
+}
+
+const generateBody = withExpiryRule(z.object(keyFields).strict());
 /** Update names the key and gives only what changes; null lifts a restriction (all servers, all tools, no limit, no expiry). */
-const updateBody = z
-  .object({
-    ...keyFields,
-    key: z.string({ error: 'is required: a key or its key_id' }).min(1),
-    allowed_servers: names('server names').nullable().optional(),
-    allowed_tools: names('tool names').nullable().optional(),
-  })
-  .strict();
+const updateBody = withExpiryRule(
+  z
+    .object({
+      ...keyFields,
+      key: z.string({ error: 'is required: a key or its key_id' }).min(1),
+      allowed_servers: names('server names').nullable().optional(),
+      allowed_tools: names('tool names').nullable().optional(),
+    })
+    .strict(),
+);
 
 const deleteBody = z.object({ keys: z.array(z.string().min(1), { error: 'must be a list of keys or key ids' }).min(1).max(1_000) }).strict();
 
@@ -106,21 +129,14 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyD
 }
 
 /**
- * When a key expires, from `duration` or `expires`: a time, null for never, undefined when neither was given. A
- * duration counts from now.
+ * When a key expires, from `duration` or `expires` (both checked by the body's schema): a time, null for never,
+ * undefined when neither was given. A duration counts from now.
  */
 function expiry(body: { duration?: string | null | undefined; expires?: string | null | undefined }): number | null | undefined {
-  if (body.duration && body.expires) throw badRequest('give duration or expires, not both');
   if (body.duration === null || body.expires === null) return null;
-  let expiresAt: number | undefined;
-  if (body.expires) expiresAt = Date.parse(body.expires);
-  if (body.duration) {
-    const ms = parseDuration(body.duration);
-    if (ms === undefined) throw badRequest(`duration: "${body.duration}" is not a duration like 30s, 15m, 12h or 30d`);
-    expiresAt = Date.now() + ms;
-  }
-  if (expiresAt !== undefined && expiresAt <= Date.now()) throw badRequest('expires: must be in the future');
-  return expiresAt;
+  if (body.expires) return Date.parse(body.expires);
+  if (body.duration) return Date.now() + parseDuration(body.duration)!;
+  return undefined;
 }
 
 const unique = (list: string[]) => [...new Set(list)];
