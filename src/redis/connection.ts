@@ -218,6 +218,9 @@ function openConnection(settings: RedisSettings, name: string, options: ConnectO
     // shuts down) would crash the process.
     autoResubscribe: false,
   };
+  // A master demoted to replica (a Sentinel failover, a managed service's switchover behind one address) answers
+  // writes with READONLY: reconnect (Sentinel names the new master; DNS the new address) and send the command again.
+  const followFailover = { reconnectOnError: (error: Error) => (error.message.startsWith('READONLY') ? 2 : false) } as const;
   const retryStrategy = (attempt: number) => Math.min(100 * 2 ** attempt, 5_000);
   const tls = tlsOptions(settings);
   const form = redisForm(settings);
@@ -243,6 +246,7 @@ function openConnection(settings: RedisSettings, name: string, options: ConnectO
     const sentinel = settings.sentinel!;
     return new Redis({
       ...common,
+      ...followFailover,
       enableOfflineQueue: true,
       retryStrategy,
       sentinels: sentinel.sentinels.map((address) => {
@@ -265,7 +269,7 @@ function openConnection(settings: RedisSettings, name: string, options: ConnectO
   }
   if (form === 'url') {
     // rediss:// alone turns TLS on with the system's CAs; `redis.tls` adds a private CA, a client certificate, SNI.
-    return new Redis(settings.url!, { ...common, enableOfflineQueue: true, retryStrategy, ...(tls ? { tls } : {}) });
+    return new Redis(settings.url!, { ...common, ...followFailover, enableOfflineQueue: true, retryStrategy, ...(tls ? { tls } : {}) });
   }
   throw new Error('no Redis configured: set redis.url, redis.sentinel or redis.cluster (or REDIS_URL)');
 }
