@@ -227,7 +227,8 @@ async function roleOf(port: number): Promise<string> {
 
 /**
  * A Redis that speaks TLS only (its plain port is off), with a certificate for `redis.test` signed by a CA made here;
- * clients must trust `caFile` and ask for `servername: 'redis.test'` (the certificate does not name 127.0.0.1).
+ * clients must trust `caFile`, ask for `servername: 'redis.test'` (the certificate does not name 127.0.0.1) and show
+ * the client certificate `certFile`/`keyFile` (mutual TLS, as private-CA deployments often require).
  */
 export class TlsRedisFixture {
   readonly servername = 'redis.test';
@@ -236,6 +237,15 @@ export class TlsRedisFixture {
 
   get caFile(): string {
     return path.join(this.dir, 'ca.crt');
+  }
+
+  /** The client certificate and key the server asks for (signed by the same CA). */
+  get certFile(): string {
+    return path.join(this.dir, 'client.crt');
+  }
+
+  get keyFile(): string {
+    return path.join(this.dir, 'client.key');
   }
 
   get url(): string {
@@ -249,11 +259,14 @@ export class TlsRedisFixture {
     await openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${this.servername}`, '-keyout', file('server.key'), '-out', file('server.csr'));
     writeFileSync(file('server.ext'), `subjectAltName=DNS:${this.servername}\n`);
     await openssl('x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', file('server.ext'), '-out', file('server.crt'));
+    await openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=toolrouter', '-keyout', file('client.key'), '-out', file('client.csr'));
+    await openssl('x509', '-req', '-in', file('client.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '1', '-out', file('client.crt'));
     const ca = readFileSync(this.caFile);
+    const client = { cert: readFileSync(this.certFile), key: readFileSync(this.keyFile) };
     this.server = await startServer(
       this.dir,
-      ['--tls-cert-file', file('server.crt'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.crt'), '--tls-auth-clients', 'no', '--appendonly', 'no'],
-      (port) => pings({ host: '127.0.0.1', port, tls: { ca, servername: this.servername } }),
+      ['--tls-cert-file', file('server.crt'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.crt'), '--tls-auth-clients', 'yes', '--appendonly', 'no'],
+      (port) => pings({ host: '127.0.0.1', port, tls: { ca, servername: this.servername, ...client } }),
       { listen: (port) => ['--port', '0', '--tls-port', String(port)] },
     );
   }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
@@ -180,7 +181,7 @@ describe('Redis over TLS with a private CA', () => {
 
   before(async () => {
     await tls.start();
-    deployment = await deploy({ url: tls.url, tls: { ca: tls.caFile, servername: tls.servername } }, 'trtls');
+    deployment = await deploy({ url: tls.url, tls: { ca: tls.caFile, cert: tls.certFile, key: tls.keyFile, servername: tls.servername } }, 'trtls');
   });
 
   after(async () => {
@@ -188,7 +189,17 @@ describe('Redis over TLS with a private CA', () => {
     await tls.stop();
   });
 
-  it('runs the pipeline over rediss:// with the CA and servername from redis.tls', async () => {
+  it('runs the pipeline over rediss:// with the CA, client certificate and servername from redis.tls', async () => {
     await exercise(deployment!, 'alpha', 0.3);
+  });
+
+  it('the server really checks: without the client certificate, or without the CA, no connection', async () => {
+    const ca = readFileSync(tls.caFile);
+    for (const options of [{ ca, servername: tls.servername }, { servername: tls.servername, cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) }]) {
+      const client = new Redis(tls.url, { tls: options, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      client.on('error', () => {});
+      await assert.rejects(client.connect().then(() => client.ping()));
+      client.disconnect();
+    }
   });
 });
