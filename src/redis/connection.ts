@@ -227,14 +227,18 @@ function openConnection(settings: RedisSettings, name: string, options: ConnectO
   if (form === 'cluster') {
     const nodes = settings.cluster!.nodes.map((url) => new URL(url));
     const first = nodes[0]!;
+    const overTls = tls !== undefined || first.protocol === 'rediss:';
     const clusterOptions: ClusterOptions = {
       enableOfflineQueue: true,
+      // ioredis resolves node host names to IPs before connecting, and a certificate names the host, not its IP: over
+      // TLS connect by name (ioredis's advice for ElastiCache and other managed clusters with TLS).
+      ...(overTls ? { dnsLookup: (address: string, callback: (error: null, address: string) => void) => callback(null, address) } : {}),
       clusterRetryStrategy: retryStrategy,
       redisOptions: {
         ...common,
         ...(first.username ? { username: decodeURIComponent(first.username) } : {}),
         ...(first.password ? { password: decodeURIComponent(first.password) } : {}),
-        ...(tls || first.protocol === 'rediss:' ? { tls: tls ?? {} } : {}),
+        ...(overTls ? { tls: tls ?? {} } : {}),
       },
     };
     return new Cluster(
@@ -290,12 +294,7 @@ function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
   return { ...read('ca'), ...read('cert'), ...read('key'), ...(tls.servername ? { servername: tls.servername } : {}) };
 }
 
-/** True when Redis is configured (in any form). */
-export function hasRedis(settings: RedisSettings): boolean {
-  return redisForm(settings) !== undefined;
-}
-
-/** Where Redis is, without passwords, for messages and `config check`: `cluster of 3 nodes (redis://a:7000, ...)`. */
+/** Where Redis is, without passwords, for messages and `config check`: `Redis Cluster via redis://a:7000, ...`. */
 export function describeRedis(settings: RedisSettings): string {
   const mask = (url: string) => url.replace(/\/\/([^@/]*)@/, (_match, auth: string) => `//${auth.includes(':') ? `${auth.slice(0, auth.indexOf(':'))}:***` : '***'}@`);
   const tls = settings.tls ? ' over TLS' : '';
