@@ -39,7 +39,7 @@ function globals(): GlobalOptions {
 
 program
   .command('serve')
-  .description('run the HTTP API (with the in-process indexer when REDIS_URL is unset); the default command')
+  .description('run the HTTP API (with the in-process indexer when no Redis is configured); the default command')
   .action(async () => (await import('./cli/run.js')).serve(globals()));
 
 program
@@ -49,7 +49,7 @@ program
 
 program
   .command('worker')
-  .description('run a BullMQ index worker (needs REDIS_URL)')
+  .description('run a BullMQ index worker (needs Redis: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES)')
   .action(async () => (await import('./cli/run.js')).worker(globals()));
 
 program

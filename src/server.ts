@@ -22,6 +22,7 @@ import { mcpErrorShape } from './mcp/http.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
+import { redisForm } from './redis/settings.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
@@ -69,12 +70,12 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
 
   // Every Redis key, channel and queue name of this deployment, built once and handed to each module that uses Redis.
-  const redisKeys = new RedisKeys(config.queue.prefix);
+  const redisKeys = RedisKeys.of(config.queue.prefix, config.redis);
   const { search: searchConfig } = config;
   // One Redis bus for the process (command + subscriber connections), closed last; every shared store rides on it.
-  const bus = config.redisUrl
+  const bus = redisForm(config.redis)
     ? new RedisBus({
-        url: config.redisUrl,
+        redis: config.redis,
         keys: redisKeys,
         log,
         connectionName: `toolrouter-api:${config.queue.prefix}:${randomUUID().slice(0, 8)}`,

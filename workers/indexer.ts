@@ -15,7 +15,7 @@ const log = createLogger(config.logLevel);
 const metrics = new Metrics({ processMetrics: true });
 try {
   const worker = await startIndexWorker(
-    { redisUrl: config.redisUrl, keys: new RedisKeys(config.queue.prefix), embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw, queue: config.queue, metrics },
+    { redis: config.redis, keys: RedisKeys.of(config.queue.prefix, config.redis), embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw, queue: config.queue, metrics },
     log,
   );
   const metricsServer = config.worker.metricsPort === undefined ? undefined : await serveMetrics(config.worker, log);

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../redis/connection.js';
 import { RedisUnavailableError, withRedis, type RedisGate } from '../redis/connection.js';
 import type { KeyRecord } from './keys.js';
 
@@ -49,7 +48,7 @@ export class RedisKeyStore implements KeyStore {
   private readonly lastRaw = new Map<string, string>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     /** Lookups on a request's path go through it, so an outage answers from lastKnown at once. */
     private readonly gate?: RedisGate,

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { withRedis, type RedisKeys } from '../redis/connection.js';
+import { withRedis, type RedisClient, type RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { Catalog, CatalogSnapshot } from './catalog.js';
 
@@ -38,7 +37,7 @@ export class RedisStaticSources implements StaticSources {
   private readonly origin = randomUUID();
   /** Stored sources this instance applied, as stored (JSON): what it re-announces after Redis lost its data. */
   private readonly held = new Map<string, string>();
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly keys: RedisKeys;
 
   constructor(

@@ -1,5 +1,6 @@
 /** `toolrouter config check`: the effective configuration, secrets masked, with every problem and unknown key. */
 import { formatConfig, inspectConfig, maskSecrets } from '../config/check.js';
+import { describeRedis } from '../redis/connection.js';
 import { source, type StartOptions } from './startup.js';
 
 export function configCheck(options: StartOptions & { format: 'yaml' | 'json' }): void {
@@ -13,5 +14,7 @@ export function configCheck(options: StartOptions & { format: 'yaml' | 'json' })
     process.exitCode = 2;
     return;
   }
-  process.stdout.write(formatConfig(maskSecrets(config), options.format));
+  // Which of Redis's forms is in use, in words (the `redis` section below has the details, secrets masked).
+  const redis = options.format === 'yaml' ? `# redis: ${describeRedis(config.redis)}\n` : '';
+  process.stdout.write(redis + formatConfig(maskSecrets(config), options.format));
 }

@@ -1,4 +1,5 @@
 /** `toolrouter serve`, `stdio` and `worker`: the long-running processes. */
+import { redisForm } from '../redis/settings.js';
 import { reserveStdoutForProtocol, serveStdio } from '../mcp/stdio.js';
 import { checkListenAddress, createToolrouter, listen } from '../server.js';
 import { gracefulShutdown } from '../shutdown.js';
@@ -26,8 +27,8 @@ export async function stdio(options: StartOptions): Promise<void> {
 
 export async function worker(options: StartOptions): Promise<void> {
   const { config } = startConfig(options);
-  if (!config.redisUrl) {
-    throw new StartupError('the index worker needs Redis: set REDIS_URL (or redisUrl in the config file); without Redis, `serve` indexes in-process');
+  if (!redisForm(config.redis)) {
+    throw new StartupError('the index worker needs Redis: set REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES (or redis.url, redis.sentinel or redis.cluster in the config file); without Redis, `serve` indexes in-process');
   }
   // The worker module loads the same configuration itself (it also runs alone as `npm run worker`).
   await import('../../workers/indexer.js');

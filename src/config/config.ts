@@ -3,7 +3,7 @@ import YAML from 'yaml';
 import { z } from 'zod';
 /*
  * The configuration is assembled here from the slices each module owns (src/<module>/settings.ts: schema and
- * defaults); this file adds only the process-level keys (port, host, redisUrl, ...), the checks that span slices, and
+ * defaults); this file adds only the process-level keys (port, host, adminKey, ...), the checks that span slices, and
  * the loading from file and environment. Modules import their own settings file, never this one: the server and the
  * CLI hand each module its slice (`npm run lint` checks the direction, see .dependency-cruiser.cjs).
  */
@@ -16,12 +16,14 @@ import { queueSettingsSchema, workerSettingsSchema } from '../indexing/settings.
 import { mcpSettingsSchema } from '../mcp/settings.js';
 import { staticTransformProblems, transformServer } from '../mcp/transform.js';
 import { defaultModelsDir } from '../package-root.js';
+import { layerRedis, redisFromEnv, redisOfLayer, redisSettingsSchema } from '../redis/settings.js';
 import { searchSettingsSchema } from '../search/settings.js';
 
 export const configSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   host: z.string().default('127.0.0.1'),
-  redisUrl: z.string().url().optional(),
+  /** Where Redis is (a URL, Sentinel or Cluster, with TLS); unset: no Redis. The older top-level `redisUrl` is folded in. */
+  redis: redisSettingsSchema,
   adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
   keys: keysSettingsSchema,
   security: securitySettingsSchema,
@@ -98,7 +100,6 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
   const fromEnv = definedOnly({
     port: env.PORT ? parsePort('PORT', env.PORT) : undefined,
     host: env.HOST,
-    redisUrl: env.REDIS_URL || undefined,
     adminKey: env.ADMIN_KEY || undefined,
     logLevel: env.LOG_LEVEL,
     upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
@@ -115,7 +116,13 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
     modelsDir: env.MODELS_DIR || undefined,
   });
   const rerankEnv = env.RERANK_API_KEY ? { search: { rerank: { apiKey: env.RERANK_API_KEY } } } : {};
-  return deepMerge(deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), rerankEnv), overrides);
+  const merged = deepMerge(deepMerge(deepMerge(deepMerge(file, fromEnv), { embedding: embeddingEnv }), rerankEnv), overrides);
+  // Redis's forms replace each other layer by layer (a REDIS_URL overrides a file's cluster) instead of merging.
+  const redis = layerRedis(layerRedis(redisOfLayer(file), redisFromEnv(env)), redisOfLayer(overrides));
+  delete merged.redisUrl;
+  if (redis) merged.redis = redis;
+  else delete merged.redis;
+  return merged;
 }
 
 function readConfigFile(file: string): Record<string, unknown> {

@@ -1,6 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { withRedis, type RedisKeys } from '../redis/connection.js';
+import { withRedis, type RedisClient, type RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import { DAY_MS, type FeedbackEvent } from './types.js';
 
@@ -94,6 +93,7 @@ export function decodeEvent(text: string): FeedbackEvent {
  * Appends, trims and announces in one script, so the retention limits hold after every write and no instance can
  * miss an event that was stored. The sorted set is scored by time: trimming by age and by count are range removals.
  * Members lead with a sequence number, so events of the same millisecond keep their order (Redis orders ties by member).
+ * Slot: KEYS (events, channel, events:seq) all start with RedisKeys.prefix, one hash slot on a cluster.
  */
 const APPEND = `
 local seq = redis.call('INCR', KEYS[3])
@@ -112,7 +112,7 @@ return 1
  */
 export class RedisFeedbackStore implements FeedbackStore {
   private readonly origin = Math.random().toString(36).slice(2, 12);
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly keys: RedisKeys;
 
   constructor(

@@ -1,5 +1,5 @@
+import type { RedisClient } from '../redis/connection.js';
 import express, { type Express, type RequestHandler, type Router } from 'express';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import type { StaticSources } from '../catalog/static-sources.js';
@@ -45,7 +45,7 @@ export interface AppDependencies {
    */
   errorShapes?: FaceErrorShape[];
   /** The Redis connection of the shared index pipeline; /ready checks it answers. */
-  redis?: Redis;
+  redis?: RedisClient;
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
   tuning?: TuningDependencies;
   /** The web console's static files (src/console, or dist/src/console once built); absent, /console is not served. */

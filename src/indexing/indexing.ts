@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/connection.js';
 import type { Logger } from 'pino';
 import type { Catalog } from '../catalog/catalog.js';
 import { LocalStaticSources, RedisStaticSources, type StaticSources } from '../catalog/static-sources.js';
@@ -28,7 +28,7 @@ export interface Indexing {
   pipeline: IndexPipeline;
   sources: StaticSources;
   /** The bus's command connection (unset in-process), for readiness checks. */
-  redis?: Redis;
+  redis?: RedisClient;
   close(): Promise<void>;
 }
 

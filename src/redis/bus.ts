@@ -1,11 +1,14 @@
-import type { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
-import { connectRedis, type RedisKeys } from './connection.js';
+import { connectRedis, describeRedis, type RedisClient, type RedisKeys } from './connection.js';
 import { RedisGeneration } from './generation.js';
+import type { RedisSettings } from './settings.js';
 
 /** What a process needs to open its bus (the way BullMQ gives each class its own options). */
 export interface RedisBusOptions {
-  url: string;
+  /** Where Redis is (any form: URL, Sentinel, Cluster); `url` is the shorthand for `{ url }`. */
+  redis?: RedisSettings;
+  url?: string;
   keys: RedisKeys;
   log: Logger;
   /**
@@ -44,9 +47,9 @@ const MAX_RECOVERY_DELAY_MS = 5_000;
  * re-read is the largest: its retained events, 10,000 by default (about 5 MB), once per reconnect.
  */
 export class RedisBus {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly keys: RedisKeys;
-  private subscriber: Redis | undefined;
+  private subscriber: RedisClient | undefined;
   private readonly handlers = new Map<string, ChannelHandler>();
   private readonly generation: RedisGeneration | undefined;
   private subscriberWasReady = false;
@@ -54,10 +57,12 @@ export class RedisBus {
   /** Set when a reconnect happens during a recovery: the recovery starts over once, with the new subscription. */
   private recoverAgain = false;
   private closed = false;
+  readonly settings: RedisSettings;
 
   constructor(private readonly options: RedisBusOptions) {
     this.keys = options.keys;
-    this.redis = connectRedis(options.url, options.connectionName, options.log);
+    this.settings = options.redis ?? { url: options.url };
+    this.redis = connectRedis(this.settings, options.connectionName, options.log);
     // A message heard while only the command connection was down could not be acted on (a handler re-reads through
     // it): a reconnect of either connection re-reads everything.
     let commandsWereReady = false;
@@ -78,9 +83,9 @@ export class RedisBus {
     return this.options.connectionName;
   }
 
-  /** The Redis URL without its password, for messages. */
+  /** Where Redis is, without passwords, for messages. */
   get location(): string {
-    return this.options.url.replace(/\/\/[^@/]*@/, '//***@');
+    return describeRedis(this.settings);
   }
 
   /** Claims (or learns) the generation marker; call once the holders have started listening. */
@@ -110,9 +115,9 @@ export class RedisBus {
     this.redis.disconnect();
   }
 
-  private openSubscriber(): Redis {
+  private openSubscriber(): RedisClient {
     if (this.subscriber) return this.subscriber;
-    const subscriber = connectRedis(this.options.url, `${this.options.connectionName}:events`, this.options.log);
+    const subscriber = connectRedis(this.settings, `${this.options.connectionName}:events`, this.options.log);
     subscriber.on('message', (channel: string, text: string) => {
       const handler = this.handlers.get(channel);
       if (!handler) return;
@@ -130,6 +135,9 @@ export class RedisBus {
       }
       this.recover();
     });
+    // On a cluster, ioredis moves the subscription to another node by itself when its node leaves (a failover, a
+    // resharding) and says nothing: what was published in between is re-read like after any reconnect.
+    if (subscriber instanceof Cluster) subscriber.on('-node', () => this.recover());
     this.subscriber = subscriber;
     return subscriber;
   }

@@ -1,17 +1,58 @@
-import { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { ToolrouterError } from '../errors.js';
+import { redisForm, type RedisSettings } from './settings.js';
+
+/** A connection to one Redis (directly or found through Sentinel) or to a Redis Cluster: the stores take either. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * Every Redis key and channel toolrouter uses, under one prefix so several deployments (or test runs) can share a
  * Redis without seeing each other.
+ *
+ * Hash slots: on a Redis Cluster the prefix is wrapped in braces (`{toolrouter}:catalog:...`), a hash tag that puts
+ * every key of the deployment in one slot, so every MULTI, MGET and Lua script (each names the keys it touches) runs
+ * on one node, as they do on a single Redis. On one node and under Sentinel the prefix stays as it is (`toolrouter:...`):
+ * a single Redis has no slots, and keeping the names means an upgrade reads the data already stored. So a new key must
+ * start with `this.prefix` (or go through `key()`), never with the bare `name`; channels follow the same rule (they
+ * are not slotted under classic pub/sub, but one rule is easier to keep).
  */
 export class RedisKeys {
-  constructor(readonly prefix: string) {}
+  /** What every key and channel starts with: `name`, or `{name}` on a cluster. */
+  readonly prefix: string;
+
+  constructor(
+    /** The deployment's name (queue.prefix). */
+    readonly name: string,
+    options: { hashTag?: boolean } = {},
+  ) {
+    // A name that already carries a tag (`{tr}`) is used as given.
+    this.prefix = options.hashTag && !/\{[^}]+\}/.test(name) ? `{${name}}` : name;
+  }
+
+  /** The keys of deployment `name` on this Redis: hash-tagged when it is a cluster. */
+  static of(name: string, settings: RedisSettings): RedisKeys {
+    return new RedisKeys(name, { hashTag: redisForm(settings) === 'cluster' });
+  }
+
+  /** A key of this deployment: `<prefix>:<part>:<part>...`, in the deployment's hash slot on a cluster. */
+  key(...parts: string[]): string {
+    return [this.prefix, ...parts].join(':');
+  }
+
+  /**
+   * BullMQ's key prefix (its keys are `<bullPrefix>:<indexQueue>:...`, and its scripts span them): BullMQ's default
+   * `bull` on one node, as before; `bull:{name}` on a cluster, the hash tag BullMQ's documentation asks for.
+   */
+  get bullPrefix(): string {
+    return this.prefix === this.name ? 'bull' : `bull:${this.prefix}`;
+  }
 
   /** BullMQ queue of index builds (BullMQ adds its own `bull:` prefix, so the name carries ours). */
   get indexQueue(): string {
-    return `${this.prefix}-index`;
+    return `${this.name}-index`;
   }
   catalogSnapshot(catalogHash: string): string {
     return `${this.prefix}:catalog:${catalogHash}`;
@@ -114,7 +155,7 @@ export class RedisGate {
   private openUntil = 0;
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     private readonly options: { timeoutMs: number; cooldownMs: number },
   ) {}
 
@@ -124,7 +165,7 @@ export class RedisGate {
   }
 
   /** Runs a command within the timeout; throws RedisUnavailableError at once when Redis is known to be away. */
-  async run<T>(action: string, command: (redis: Redis) => Promise<T>): Promise<T> {
+  async run<T>(action: string, command: (redis: RedisClient) => Promise<T>): Promise<T> {
     if (!this.available) throw new RedisUnavailableError(action, new Error(`connection ${this.redis.status}`));
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -143,21 +184,18 @@ export class RedisGate {
   }
 }
 
+/** How a connection behaves when Redis is away; BullMQ's Worker overrides `maxRetriesPerRequest` (it must be null). */
+export interface ConnectOptions {
+  maxRetriesPerRequest?: number | null;
+}
+
 /**
  * A Redis connection that fails commands fast while Redis is away (instead of queueing them forever) and keeps
- * reconnecting in the background, so a request during an outage gets an error, not a hang.
+ * reconnecting in the background, so a request during an outage gets an error, not a hang. The same for the three
+ * forms: a Sentinel failover and a cluster's moved slots are reconnects ioredis follows on its own.
  */
-export function connectRedis(url: string, name: string, log?: Logger): Redis {
-  const redis = new Redis(url, {
-    connectionName: name,
-    maxRetriesPerRequest: 2,
-    enableOfflineQueue: true,
-    // Subscriptions are renewed by RedisBus (src/redis/bus.ts), which also re-reads what was missed: ioredis's own
-    // renewal leaves its promise unhandled, and a connection closed at that moment (Redis restarting while an instance
-    // shuts down) would crash the process.
-    autoResubscribe: false,
-    retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 5_000),
-  });
+export function connectRedis(settings: RedisSettings, name: string, log?: Logger, options: ConnectOptions = {}): RedisClient {
+  const redis = openConnection(settings, name, options);
   // Without a listener ioredis prints every failed reconnect; one line per outage is enough.
   let down = false;
   redis.on('error', (error) => {
@@ -169,4 +207,105 @@ export function connectRedis(url: string, name: string, log?: Logger): Redis {
     down = false;
   });
   return redis;
+}
+
+function openConnection(settings: RedisSettings, name: string, options: ConnectOptions): RedisClient {
+  const common: RedisOptions = {
+    connectionName: name,
+    maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? 2 : options.maxRetriesPerRequest,
+    // Subscriptions are renewed by RedisBus (src/redis/bus.ts), which also re-reads what was missed: ioredis's own
+    // renewal leaves its promise unhandled, and a connection closed at that moment (Redis restarting while an instance
+    // shuts down) would crash the process.
+    autoResubscribe: false,
+  };
+  // A master demoted to replica (a Sentinel failover, a managed service's switchover behind one address) answers
+  // writes with READONLY: reconnect (Sentinel names the new master; DNS the new address) and send the command again.
+  const followFailover = { reconnectOnError: (error: Error) => (error.message.startsWith('READONLY') ? 2 : false) } as const;
+  const retryStrategy = (attempt: number) => Math.min(100 * 2 ** attempt, 5_000);
+  const tls = tlsOptions(settings);
+  const form = redisForm(settings);
+  if (form === 'cluster') {
+    const nodes = settings.cluster!.nodes.map((url) => new URL(url));
+    const first = nodes[0]!;
+    const overTls = tls !== undefined || first.protocol === 'rediss:';
+    const clusterOptions: ClusterOptions = {
+      enableOfflineQueue: true,
+      // ioredis resolves node host names to IPs before connecting, and a certificate names the host, not its IP: over
+      // TLS connect by name (ioredis's advice for ElastiCache and other managed clusters with TLS).
+      ...(overTls ? { dnsLookup: (address: string, callback: (error: null, address: string) => void) => callback(null, address) } : {}),
+      clusterRetryStrategy: retryStrategy,
+      redisOptions: {
+        ...common,
+        ...(first.username ? { username: decodeURIComponent(first.username) } : {}),
+        ...(first.password ? { password: decodeURIComponent(first.password) } : {}),
+        ...(overTls ? { tls: tls ?? {} } : {}),
+      },
+    };
+    return new Cluster(
+      nodes.map((url) => ({ host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port || 6379) })),
+      clusterOptions,
+    );
+  }
+  if (form === 'sentinel') {
+    const sentinel = settings.sentinel!;
+    return new Redis({
+      ...common,
+      ...followFailover,
+      enableOfflineQueue: true,
+      retryStrategy,
+      sentinels: sentinel.sentinels.map((address) => {
+        const at = address.lastIndexOf(':');
+        return { host: address.slice(0, at), port: Number(address.slice(at + 1)) };
+      }),
+      name: sentinel.name,
+      ...(sentinel.username ? { username: sentinel.username } : {}),
+      ...(sentinel.password ? { password: sentinel.password } : {}),
+      ...(sentinel.sentinelUsername ? { sentinelUsername: sentinel.sentinelUsername } : {}),
+      ...(sentinel.sentinelPassword ? { sentinelPassword: sentinel.sentinelPassword } : {}),
+      ...(sentinel.db !== undefined ? { db: sentinel.db } : {}),
+      // TLS reaches the master and the sentinels alike (managed Sentinel setups terminate TLS on both).
+      ...(tls ? { tls, sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
+      // Sentinel's failover notice (+switch-master) moves this connection to the new master at once, not on its next
+      // failed command.
+      failoverDetector: true,
+      sentinelRetryStrategy: retryStrategy,
+    });
+  }
+  if (form === 'url') {
+    // rediss:// alone turns TLS on with the system's CAs; `redis.tls` adds a private CA, a client certificate, SNI.
+    return new Redis(settings.url!, { ...common, ...followFailover, enableOfflineQueue: true, retryStrategy, ...(tls ? { tls } : {}) });
+  }
+  throw new Error('no Redis configured: set redis.url, redis.sentinel or redis.cluster (or REDIS_URL)');
+}
+
+/** `redis.tls`, with the files read; a file that cannot be read is named with its setting. */
+function tlsOptions(settings: RedisSettings): ConnectionOptions | undefined {
+  const tls = settings.tls;
+  if (!tls) return undefined;
+  const read = (field: 'ca' | 'cert' | 'key') => {
+    const file = tls[field];
+    if (file === undefined) return {};
+    try {
+      return { [field]: readFileSync(file) };
+    } catch (error) {
+      throw new Error(`redis.tls.${field}: cannot read ${file}: ${(error as Error).message}`, { cause: error });
+    }
+  };
+  return { ...read('ca'), ...read('cert'), ...read('key'), ...(tls.servername ? { servername: tls.servername } : {}) };
+}
+
+/** Where Redis is, without passwords, for messages and `config check`: `Redis Cluster via redis://a:7000, ...`. */
+export function describeRedis(settings: RedisSettings): string {
+  const mask = (url: string) => url.replace(/\/\/([^@/]*)@/, (_match, auth: string) => `//${auth.includes(':') ? `${auth.slice(0, auth.indexOf(':'))}:***` : '***'}@`);
+  const tls = settings.tls ? ' over TLS' : '';
+  switch (redisForm(settings)) {
+    case 'cluster':
+      return `Redis Cluster via ${settings.cluster!.nodes.map(mask).join(', ')}${tls}`;
+    case 'sentinel':
+      return `Redis master "${settings.sentinel!.name}" via Sentinel ${settings.sentinel!.sentinels.join(', ')}${tls}`;
+    case 'url':
+      return `Redis at ${mask(settings.url!)}${tls}`;
+    default:
+      return 'no Redis (in-process index, keys and settings)';
+  }
 }

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { RedisKeys } from './connection.js';
+import type { RedisClient, RedisKeys } from './connection.js';
 
 /**
  * Notices when Redis lost this deployment's data (restarted without persistence, flushed, failed over to an empty
@@ -15,7 +14,7 @@ export class RedisGeneration {
   private checking: Promise<boolean> | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly options: { intervalMs: number; log: Logger; onLost: () => Promise<void> },
   ) {}

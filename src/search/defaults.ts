@@ -1,7 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { withRedis, type RedisKeys } from '../redis/connection.js';
+import { withRedis, type RedisClient, type RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { FusionMethod, FusionWeights } from './fusion.js';
 import type { SearchService } from './search.js';
@@ -97,6 +96,8 @@ type Announcement = z.infer<typeof announcement>;
 /**
  * Takes the next version, stores and publishes `{version, applied}` in one step, so the stored value and the order of
  * announcements always agree (with a separate INCR, two changes could be stored in the opposite order to their versions).
+ * Slot: KEYS (settings version, settings) start with RedisKeys.prefix, one hash slot on a cluster; the channel is
+ * classic pub/sub, which a cluster delivers to every node's subscribers.
  */
 const ANNOUNCE_SCRIPT = `
 local version = redis.call('INCR', KEYS[1])
@@ -110,6 +111,7 @@ return text
  * After Redis lost its data: the counter goes back up to the version this instance holds (else the next change would
  * get a version every instance ignores as old), and the applied defaults are stored again unless another instance got
  * there first (SET NX; instances that heard the same announcements store the same text).
+ * Slot: KEYS (settings version, settings) start with RedisKeys.prefix, one hash slot on a cluster.
  */
 const RESTORE_SCRIPT = `
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -125,7 +127,7 @@ return 1
  * instances converge on the last change whatever order the start-up read and the messages arrive in.
  */
 class RedisSearchDefaults extends LocalSearchDefaults {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly keys: RedisKeys;
   private version = 0;
   /** The announcement this instance last adopted, as stored: what it stores again after Redis lost its data. */

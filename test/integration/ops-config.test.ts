@@ -125,7 +125,7 @@ describe('toolrouter config check', () => {
     const printed = JSON.parse(stdout) as any;
     assert.equal(printed.adminKey, MASK);
     assert.equal(printed.chat.upstreamKey, MASK);
-    assert.equal(printed.redisUrl, `redis://default:${MASK}@127.0.0.1:6379/0`);
+    assert.equal(printed.redis.url, `redis://default:${MASK}@127.0.0.1:6379/0`, 'the older top-level redisUrl is read as redis.url');
     assert.deepEqual(printed.mcp.servers.github.headers, { Authorization: MASK });
     assert.deepEqual(printed.mcp.servers.files.env, { API_TOKEN: MASK });
     assert.equal(printed.mcp.servers.github.url, 'https://example.com/mcp', 'what is not secret is shown');

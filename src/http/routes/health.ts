@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/connection.js';
 import { Router } from 'express';
 import type { AppDependencies } from '../app.js';
 
@@ -49,7 +49,7 @@ export function healthRoutes({ indexes, redis, indexGraceMs, metrics }: Pick<App
   return router;
 }
 
-async function pingRedis(redis: Redis): Promise<Check> {
+async function pingRedis(redis: RedisClient): Promise<Check> {
   // While disconnected a command would wait in the offline queue; the connection state already answers.
   if (redis.status !== 'ready') return { ok: false, detail: `Redis is not connected (${redis.status})` };
   let timer: NodeJS.Timeout | undefined;

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../../redis/connection.js';
 import { DEFAULT_RETENTION, registerAndTrim, type Retention } from './retention.js';
 
 export interface IndexPointer {
@@ -18,7 +17,8 @@ export type IndexEvent =
  * Moves the pointer only forward: a build for an older catalog version never replaces a newer index, whichever worker
  * finishes first. The promoted artifact is kept; the ones it replaces are trimmed by retention (the previous one stays,
  * for a rollback and for instances still loading it). Publishes the swap in the same script, so no instance can miss
- * the pointer move.
+ * the pointer move. Slot: KEYS (pointer, artifact) start with RedisKeys.prefix, one hash slot on a cluster; the swap is
+ * published on a classic channel (ARGV[4]), which a cluster delivers to every node's subscribers.
  */
 const PROMOTE = `
 local current = redis.call('GET', KEYS[1])
@@ -35,7 +35,7 @@ return 1
 
 export class ArtifactStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly model: string,
     private readonly retention: Pick<Retention, 'indexes' | 'indexBytes'> = DEFAULT_RETENTION,

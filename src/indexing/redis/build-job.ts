@@ -1,7 +1,6 @@
-import type { Redis } from 'ioredis';
 import { decodeSnapshot } from '../../catalog/snapshot-codec.js';
 import type { Embedder } from '../../embedding/embedder.js';
-import type { RedisKeys } from '../../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../../redis/connection.js';
 import { serializeIndex } from '../artifact.js';
 import type { EmbeddingCache } from '../embedding-cache.js';
 import type { LexicalSettings } from '../lexical.js';
@@ -25,7 +24,7 @@ export type BuildJobResult =
   | { outcome: 'superseded'; latest: string };
 
 export interface BuildJobDeps {
-  redis: Redis;
+  redis: RedisClient;
   keys: RedisKeys;
   embedder: Embedder;
   cache: EmbeddingCache;
@@ -66,7 +65,7 @@ export async function runBuildJob(data: BuildJobData, deps: BuildJobDeps): Promi
   return { outcome: 'built', ...stats, bytes: artifact.length, promoted };
 }
 
-export async function readLatest(redis: Redis, keys: RedisKeys): Promise<{ hash: string; version: number } | null> {
+export async function readLatest(redis: RedisClient, keys: RedisKeys): Promise<{ hash: string; version: number } | null> {
   const raw = await redis.get(keys.catalogLatest);
   return raw ? (JSON.parse(raw) as { hash: string; version: number }) : null;
 }

@@ -1,11 +1,10 @@
-import type { Redis } from 'ioredis';
-import type { RedisKeys } from '../../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../../redis/connection.js';
 import type { EmbeddingCache } from '../embedding-cache.js';
 
 /** Embeddings shared by every worker, as raw float32 bytes keyed by model id and text hash. */
 export class RedisEmbeddingCache implements EmbeddingCache {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     /** Unused vectors expire, so texts of tools long gone do not accumulate forever. */
     private readonly ttlSeconds = 30 * 24 * 3600,

@@ -1,9 +1,8 @@
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { CatalogSnapshot } from '../../catalog/catalog.js';
 import { encodeSnapshot } from '../../catalog/snapshot-codec.js';
-import type { RedisKeys } from '../../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../../redis/connection.js';
 import type { RedisBus } from '../../redis/bus.js';
 import { deserializeIndex } from '../artifact.js';
 import type { LexicalSettings } from '../lexical.js';
@@ -34,7 +33,10 @@ export interface BuildWait {
   retryAt?: string;
 }
 
-/** Raises the catalog version counter to at least ARGV[1]: versions must not go back after Redis lost its data. */
+/**
+ * Raises the catalog version counter to at least ARGV[1]: versions must not go back after Redis lost its data.
+ * Slot: one key (catalog:version).
+ */
 const RAISE_VERSION = `
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
@@ -50,7 +52,7 @@ export class RedisIndexPipeline implements IndexPipeline {
   private readonly queue: Queue<BuildJobData>;
   private readonly store: ArtifactStore;
   private readonly waiters = new Set<() => void>();
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly keys: RedisKeys;
   private closed = false;
 
@@ -64,7 +66,7 @@ export class RedisIndexPipeline implements IndexPipeline {
     // A Queue only adds and reads jobs (no blocking commands), so BullMQ takes the shared connection as it is and leaves
     // it open on close. "Index built" reaches the API as an event on the bus (ArtifactStore.publish), not through
     // QueueEvents, which would need a blocking connection of its own.
-    this.queue = new Queue<BuildJobData>(this.keys.indexQueue, { connection: this.redis });
+    this.queue = new Queue<BuildJobData>(this.keys.indexQueue, { connection: this.redis, prefix: this.keys.bullPrefix });
     this.queue.on('error', (error) => options.log.warn({ err: error }, 'index queue error'));
     manager.on('swapped', () => this.wake());
     manager.on('failed', () => this.wake());

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../redis/connection.js';
 
 /**
  * What Redis keeps of catalog snapshots and index artifacts: what a rollback or a slow instance needs (the newest
@@ -21,6 +21,8 @@ export const DEFAULT_RETENTION: Retention = { snapshots: 3, snapshotBytes: 256 *
  * Trims a family of keys registered in a sorted set (member: catalog hash, score: catalog version). Walks newest first
  * and keeps a key while both bounds allow it; the newest and the protected one (the live index's catalog) are always
  * kept. One script, so two instances trimming at once cannot delete what the other just registered and kept.
+ * Slot: the family's keys (ARGV[3] .. hash) are not in KEYS, so they must share the registry's (KEYS[1]) slot: both start
+ * with RedisKeys.prefix, hash-tagged on a cluster, where Redis refuses a script touching a key of another slot.
  */
 const TRIM = `
 local members = redis.call('ZREVRANGE', KEYS[1], 0, -1)
@@ -57,7 +59,7 @@ return removed
 
 /** Registers `hash` (at `version`) in `registry` and trims the family; returns how many keys were deleted. */
 export async function registerAndTrim(
-  redis: Redis,
+  redis: RedisClient,
   family: { registry: string; prefix: string },
   entry: { hash: string; version: number },
   bounds: { keep: number; maxBytes: number; protectedHash?: string },

@@ -2,7 +2,8 @@ import { Worker, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import { createEmbedder, type EmbedderOptions } from '../../embedding/embedder.js';
 import type { Metrics } from '../../metrics.js';
-import type { RedisKeys } from '../../redis/connection.js';
+import { connectRedis, type RedisKeys } from '../../redis/connection.js';
+import { redisForm, type RedisSettings } from '../../redis/settings.js';
 import { RedisBus } from '../../redis/bus.js';
 import type { HnswSettings, LexicalSettings, QueueSettings } from '../settings.js';
 import { ArtifactStore } from './artifact-store.js';
@@ -11,7 +12,8 @@ import { RedisEmbeddingCache } from './embedding-cache.js';
 
 /** What `startIndexWorker` takes: its slices of the configuration, handed in by the worker process's assembly. */
 export interface IndexWorkerOptions {
-  redisUrl?: string;
+  /** Where Redis is (URL, Sentinel or Cluster). */
+  redis: RedisSettings;
   /** The deployment's key names (queue.prefix). */
   keys: RedisKeys;
   embedding: EmbedderOptions;
@@ -29,11 +31,11 @@ export interface IndexWorker {
 
 /** A BullMQ worker that builds indexes: embeds what the shared cache lacks, stores the artifact, promotes it. */
 export async function startIndexWorker(options: IndexWorkerOptions, log: Logger): Promise<IndexWorker> {
-  if (!options.redisUrl) throw new Error('the index worker needs REDIS_URL');
+  if (!redisForm(options.redis)) throw new Error('the index worker needs Redis: set REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES');
   const { keys } = options;
   // The worker listens on no channel, so its bus is one command connection; BullMQ's Worker opens its own two (a
   // blocking BZPOPMIN must not stall other commands, and BullMQ refuses a shared connection that retries commands).
-  const bus = new RedisBus({ url: options.redisUrl, keys, log, connectionName: `toolrouter-worker:${keys.prefix}:${process.pid}` });
+  const bus = new RedisBus({ redis: options.redis, keys, log, connectionName: `toolrouter-worker:${keys.name}:${process.pid}` });
   const { redis } = bus;
   const embedder = await createEmbedder(options.embedding).catch(async (error: unknown) => {
     await bus.close();
@@ -48,6 +50,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
     hnsw: options.hnsw,
     retention: options.queue.retention,
   };
+  const bullmqConnection = connectRedis(options.redis, `${bus.connectionName}:bullmq`, log, { maxRetriesPerRequest: null });
   const worker = new Worker<BuildJobData, BuildJobResult>(
     keys.indexQueue,
     async (job: Job<BuildJobData>) => {
@@ -58,7 +61,9 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
       return result;
     },
     {
-      connection: { url: options.redisUrl, maxRetriesPerRequest: null, connectionName: `${bus.connectionName}:bullmq` },
+      // BullMQ duplicates this connection for its blocking one; on a cluster its keys share the prefix's hash slot.
+      connection: bullmqConnection,
+      prefix: keys.bullPrefix,
       concurrency: 1,
       lockDuration: options.queue.lockDurationMs,
       stalledInterval: options.queue.stalledIntervalMs,
@@ -80,6 +85,8 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
   return {
     close: async () => {
       await worker.close();
+      // BullMQ leaves a connection it was handed open.
+      bullmqConnection.disconnect();
       await bus.close();
     },
   };
