@@ -118,7 +118,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
@@ -143,6 +143,11 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     redis,
     auth,
     security: config.security,
+    // Without a key anyone who can reach the service is served, so who may reach it is checked: an open service, and
+    // any service bound to loopback (where a web page rebinding a name is the one outside caller there can be).
+    ...(!config.adminKey || isLoopback(config.host)
+      ? { hostCheck: { host: config.host, allowedHosts: config.security.allowedHosts, allowedOrigins: config.security.allowedOrigins } }
+      : {}),
     keyDefaults: config.keys.defaults,
     consoleDir: options.consoleDir ?? consoleDir(),
     metrics,

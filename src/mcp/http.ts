@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { localhostHostValidation } from '@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Request, type Response } from 'express';
@@ -19,8 +18,6 @@ export interface McpHttpOptions {
   maxSessionsPerKey?: number;
   /** Sessions that made no request after initialize are closed after this long (a flood of bare sessions). */
   unusedSessionIdleMs?: number;
-  /** Bound to loopback: refuse requests whose Host is not a loopback name (DNS rebinding from a web page). */
-  loopbackOnly: boolean;
   log: Logger;
 }
 
@@ -66,7 +63,6 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
   const maxPerKey = options.maxSessionsPerKey ?? options.maxSessions;
   const unusedIdleMs = options.unusedSessionIdleMs ?? options.sessionIdleMs;
 
-  if (options.loopbackOnly) router.use('/mcp', localhostHostValidation());
   const modern = modernHttpFace(gateway, log, { maxSubscriptions: options.maxSessions });
 
   /** Counts a request or stream as activity until its response ends. */
