@@ -11,6 +11,7 @@ import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
 import type { Config } from './config/config.js';
 import { createEmbedder, type Embedder } from './embedding/embedder.js';
+import { providerCooldownOf } from './embedding/openai.js';
 import { startFeedback, type FeedbackService } from './feedback/service.js';
 import { createApp } from './http/app.js';
 import { feedbackRoutes } from './http/routes/feedback.js';
@@ -63,6 +64,11 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const embedder =
     options.embedder ??
     (await createEmbedder(config.embedding));
+  // An embeddings provider's outage: failed requests, cooldowns and the queries not sent during them.
+  providerCooldownOf(embedder)?.observe((event) => {
+    metrics.embeddingProviderEvents.inc({ event });
+    if (event === 'cooldown' || event === 'recovered') metrics.embeddingProviderCoolingDown.set(event === 'cooldown' ? 1 : 0);
+  });
   const { jsonDepth, schemaBytes, schemaArrayItems, schemaObjectKeys, schemaPatternLength } = config.limits;
   const schemaLimits = { depth: jsonDepth, bytes: schemaBytes, arrayItems: schemaArrayItems, objectKeys: schemaObjectKeys, patternLength: schemaPatternLength };
   const catalog = new Catalog({ separator: config.catalog.separator, limits: schemaLimits });
