@@ -79,6 +79,20 @@ export class Metrics {
 
   // The openai embeddings provider's cooldown (src/embedding/openai.ts): failures in a row stop queries asking it.
 
+  readonly mcpStreams = new Gauge({
+    name: 'toolrouter_mcp_streams',
+    help: 'Long-lived streams open on /mcp, by kind (listen: 2026-07-28 subscriptions/listen; sse: 2025 GET event streams)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly mcpStreamsRefused = new Counter({
+    name: 'toolrouter_mcp_streams_refused_total',
+    help: 'Streams refused (429) on /mcp, by kind and the cap reached (key: mcp.maxStreamsPerKey, total: mcp.maxStreams)',
+    labelNames: ['kind', 'limit'] as const,
+    registers: [this.registry],
+  });
+
   readonly embeddingProviderEvents = new Counter({
     name: 'toolrouter_embedding_provider_events_total',
     help: 'Embeddings provider: failed requests (failure), cooldowns started (cooldown), queries not sent during one (skipped), recoveries (recovered)',

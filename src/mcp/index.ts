@@ -76,7 +76,7 @@ export function createMcpFaces(deps: {
     startup,
   );
   gateway.feedback = deps.feedback;
-  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, log });
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);
   };
