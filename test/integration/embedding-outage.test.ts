@@ -7,9 +7,10 @@ import { startStandInEmbeddings, type StandInEmbeddings } from '../helpers/stand
 import { syntheticTools } from '../helpers/synthetic.js';
 
 /**
- * The embed timeout and the retry backoff are a minute each: a search that waited for either would not come back
- * before the test's own timeout, and one that waited for the embed timeout would say `embedding_timeout`. So an answer
- * saying `embedding_error` shows the search neither retried nor waited (ordering, not a wall-clock threshold).
+ * The embed timeout and the request timeout are a minute each: a search that waited for the embed timeout would not
+ * come back before the test's own timeout, and would say `embedding_timeout`. So an answer saying `embedding_error`
+ * shows the search did not wait for it (ordering, not a wall-clock threshold); the provider's failure count shows it
+ * did not retry either (4 retries are configured).
  */
 const MINUTE = 60_000;
 
@@ -24,7 +25,7 @@ describe('an embeddings outage: searches answer from BM25 at once, and the provi
     server = await startStandInEmbeddings();
     port = Number(new URL(server.url).port);
     api = await startRouter({
-      embedding: { provider: 'openai', baseUrl: server.url, model: 'stand-in', retries: 4, backoffMs: MINUTE, maxBackoffMs: MINUTE, timeoutMs: MINUTE, failuresBeforeCooldown: 3, cooldownMs: 1_500 },
+      embedding: { provider: 'openai', baseUrl: server.url, model: 'stand-in', retries: 4, timeoutMs: MINUTE, failuresBeforeCooldown: 3, cooldownMs: 1_500 },
       search: { embedTimeoutMs: MINUTE },
     });
     await api.request('PUT', '/v1/catalog/sources/s', { tools: syntheticTools(30, 's') });
