@@ -16,7 +16,7 @@ const program = new Command()
   .description('Semantic tool router for LLM agents: hybrid BM25 + embedding search over MCP tool catalogs')
   .usage('[options] [command]')
   .option('--config <file>', 'config file, YAML or JSON (the same as TOOLROUTER_CONFIG; environment variables still win)')
-  .option('--strict-config', 'unknown settings in the configuration are errors, not warnings')
+  .option('--strict-config', 'accepted for compatibility: unknown settings are always errors')
   // Usage errors exit with 2, like configuration errors; commander has already printed them.
   .exitOverride()
   .hook('preAction', () => {

@@ -77,6 +77,35 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // The openai embeddings provider's cooldown (src/embedding/openai.ts): failures in a row stop queries asking it.
+
+  readonly mcpStreams = new Gauge({
+    name: 'toolrouter_mcp_streams',
+    help: 'Long-lived streams open on /mcp, by kind (listen: 2026-07-28 subscriptions/listen; sse: 2025 GET event streams)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly mcpStreamsRefused = new Counter({
+    name: 'toolrouter_mcp_streams_refused_total',
+    help: 'Streams refused (429) on /mcp, by kind and the cap reached (key: mcp.maxStreamsPerKey, total: mcp.maxStreams)',
+    labelNames: ['kind', 'limit'] as const,
+    registers: [this.registry],
+  });
+
+  readonly embeddingProviderEvents = new Counter({
+    name: 'toolrouter_embedding_provider_events_total',
+    help: 'Embeddings provider: failed requests (failure), cooldowns started (cooldown), queries not sent during one (skipped), recoveries (recovered)',
+    labelNames: ['event'] as const,
+    registers: [this.registry],
+  });
+
+  readonly embeddingProviderCoolingDown = new Gauge({
+    name: 'toolrouter_embedding_provider_cooling_down',
+    help: '1 from a cooldown of the embeddings provider until it answers again (meanwhile searches answer from BM25 at once)',
+    registers: [this.registry],
+  });
+
   readonly searchReranks = new Counter({
     name: 'toolrouter_search_reranks_total',
     help: 'Reranker calls by outcome; on error or timeout the fused order is kept',

@@ -11,6 +11,7 @@ import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
 import type { Config } from './config/config.js';
 import { createEmbedder, type Embedder } from './embedding/embedder.js';
+import { providerCooldownOf } from './embedding/openai.js';
 import { startFeedback, type FeedbackService } from './feedback/service.js';
 import { createApp } from './http/app.js';
 import { feedbackRoutes } from './http/routes/feedback.js';
@@ -64,6 +65,11 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const embedder =
     options.embedder ??
     (await createEmbedder(config.embedding));
+  // An embeddings provider's outage: failed requests, cooldowns and the queries not sent during them.
+  providerCooldownOf(embedder)?.observe((event) => {
+    metrics.embeddingProviderEvents.inc({ event });
+    if (event === 'cooldown' || event === 'recovered') metrics.embeddingProviderCoolingDown.set(event === 'cooldown' ? 1 : 0);
+  });
   const { jsonDepth, schemaBytes, schemaArrayItems, schemaObjectKeys, schemaPatternLength } = config.limits;
   const schemaLimits = { depth: jsonDepth, bytes: schemaBytes, arrayItems: schemaArrayItems, objectKeys: schemaObjectKeys, patternLength: schemaPatternLength };
   const catalog = new Catalog({ separator: config.catalog.separator, limits: schemaLimits });
@@ -119,7 +125,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
@@ -144,6 +150,11 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     redis,
     auth,
     security: config.security,
+    // Without a key anyone who can reach the service is served, so who may reach it is checked: an open service, and
+    // any service bound to loopback (where a web page rebinding a name is the one outside caller there can be).
+    ...(!config.adminKey || isLoopback(config.host)
+      ? { hostCheck: { host: config.host, allowedHosts: config.security.allowedHosts, allowedOrigins: config.security.allowedOrigins } }
+      : {}),
     keyDefaults: config.keys.defaults,
     consoleDir: options.consoleDir ?? consoleDir(),
     metrics,

@@ -35,6 +35,14 @@ export const securitySettingsSchema = z
      */
     redisTimeoutMs: z.number().int().min(10).max(60_000).default(1_000),
     redisCooldownMs: z.number().int().min(0).max(600_000).default(5_000),
+    /**
+     * Open mode (no ADMIN_KEY) answers only requests whose Host is a loopback name or address (localhost, 127.x, ::1)
+     * or the configured host: a web page rebinding a name of its own to 127.0.0.1 is refused. Names added here are
+     * accepted too (a reverse proxy's name); "*" accepts any.
+     */
+    allowedHosts: z.array(z.string().min(1)).default([]),
+    /** Open mode: origins (`https://app.example`) whose pages may send state-changing requests; the service's own always may. */
+    allowedOrigins: z.array(z.string().regex(/^https?:\/\/[^/]+$/, 'an origin is scheme://host[:port], like https://app.example')).default([]),
   })
   .prefault({});
 

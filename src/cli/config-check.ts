@@ -4,10 +4,7 @@ import { describeRedis } from '../redis/connection.js';
 import { source, type StartOptions } from './startup.js';
 
 export function configCheck(options: StartOptions & { format: 'yaml' | 'json' }): void {
-  const { config, problems, unknown } = inspectConfig();
-  // Warned about even when there are errors too: the typo may be the reason for one (a required part "missing").
-  for (const key of unknown) console.error(`warning: unknown setting ${key} (ignored; a typo?)`);
-  if (options.strictConfig) problems.push(...unknown.map((key) => `${key}: unknown setting`));
+  const { config, problems } = inspectConfig();
   if (!config || problems.length > 0) {
     console.error(`toolrouter: configuration is invalid${source()}, ${problems.length} problem(s):`);
     for (const problem of problems) console.error(`  - ${problem}`);

@@ -12,27 +12,18 @@ export class StartupError extends Error {
 }
 
 export interface StartOptions {
-  /** Unknown settings are an error instead of a warning (`--strict-config`). */
+  /** Kept so scripts that pass `--strict-config` still run: unknown settings are always errors now. */
   strictConfig?: boolean;
 }
 
 /**
- * The configuration for `serve`, `stdio` and `worker`, with a logger at its level. Unknown settings (a misspelled
- * `mcp.serverz` would leave every upstream out silently) are logged as warnings, or refused under strictConfig.
+ * The configuration for `serve`, `stdio` and `worker`, with a logger at its level. Any problem, an unknown setting
+ * included (a misspelled `mcp.serverz` would leave every upstream out), stops the start (exit code 2).
  */
-export function startConfig(options: StartOptions, env: NodeJS.ProcessEnv = process.env): { config: Config; log: Logger } {
-  const { config, problems, unknown } = inspectConfig(env);
-  const unknownProblems = unknown.map((key) => `${key}: unknown setting`);
-  if (options.strictConfig && unknownProblems.length > 0) problems.push(...unknownProblems);
-  if (!config || problems.length > 0) {
-    const hint = !options.strictConfig && unknown.length > 0 ? ` (unknown settings, maybe typos: ${unknown.join(', ')})` : '';
-    throw new StartupError(`invalid configuration${source(env)}: ${problems.join('; ')}${hint}`);
-  }
-  const log = createLogger(config.logLevel);
-  for (const key of unknown) {
-    log.warn({ setting: key }, `unknown setting ${key} ignored (a typo?); --strict-config makes this an error`);
-  }
-  return { config, log };
+export function startConfig(_options: StartOptions, env: NodeJS.ProcessEnv = process.env): { config: Config; log: Logger } {
+  const { config, problems } = inspectConfig(env);
+  if (!config || problems.length > 0) throw new StartupError(`invalid configuration${source(env)}: ${problems.join('; ')}`);
+  return { config, log: createLogger(config.logLevel) };
 }
 
 export function source(env: NodeJS.ProcessEnv = process.env): string {

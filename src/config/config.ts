@@ -18,6 +18,7 @@ import { staticTransformProblems, transformServer } from '../mcp/transform.js';
 import { defaultModelsDir } from '../package-root.js';
 import { layerRedis, redisFromEnv, redisOfLayer, redisSettingsSchema } from '../redis/settings.js';
 import { searchSettingsSchema } from '../search/settings.js';
+import { issueProblems, unknownSettingProblem, unknownSettings } from './problems.js';
 
 export const configSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -85,13 +86,20 @@ export class ConfigError extends Error {
  * variables, then explicit overrides (tests and the CLI).
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Record<string, unknown> = {}): Config {
-  const merged = configInput(env, overrides);
-  const parsed = configSchema.safeParse(merged);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'config'}: ${issue.message}`);
-    throw new ConfigError(`invalid configuration: ${problems.join('; ')}`, problems);
-  }
-  return parsed.data;
+  const { config, problems } = validateConfig(configInput(env, overrides));
+  if (!config) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`, problems);
+  return config;
+}
+
+/**
+ * The configuration from its input, or every problem with it. An unknown setting at any depth is a problem like a bad
+ * value (a misspelled `mcp.serverz` would otherwise leave every upstream out without a word).
+ */
+export function validateConfig(input: Record<string, unknown>): { config: Config | undefined; problems: string[] } {
+  const problems = unknownSettings(input, configSchema).map((path) => unknownSettingProblem(path, configSchema, input));
+  const parsed = configSchema.safeParse(input);
+  if (!parsed.success) problems.push(...issueProblems(parsed.error.issues, configSchema, input));
+  return problems.length > 0 ? { config: undefined, problems } : { config: parsed.data, problems };
 }
 
 /** The configuration as given (file, environment, overrides merged), before validation and defaults. */

@@ -2,6 +2,10 @@
  * The `openai` embeddings provider: any server speaking OpenAI's `POST /v1/embeddings` (OpenAI, Azure OpenAI's
  * v1 endpoint, Ollama, Hugging Face TEI, vLLM, LiteLLM). Batches go out `concurrency` at a time; 429, 5xx, network
  * errors and per-request timeouts are retried with exponential backoff, honouring `Retry-After`.
+ *
+ * A search waits for its query's embedding, so queries fail fast instead: a refused or reset connection is not
+ * retried, and after `failuresBeforeCooldown` failed requests in a row the provider is not asked for queries for
+ * `cooldownMs` (searches answer from BM25 at once), then one query tries it again. Builds keep their retries.
  */
 import type { EmbedOptions, Embedder } from './embedder.js';
 import { modelSettings, type ModelSettings } from './presets.js';
@@ -24,18 +28,105 @@ export interface OpenAiEmbedderOptions extends Partial<ModelSettings> {
   /** First backoff; doubled per retry (with jitter), capped at maxBackoffMs, unless the server says Retry-After. */
   backoffMs?: number;
   maxBackoffMs?: number;
+  /** Failed requests in a row (connection, timeout, 429, 5xx) after which queries stop asking the provider. */
+  failuresBeforeCooldown?: number;
+  /** How long queries do not ask the provider after that; then one query tries it again. */
+  cooldownMs?: number;
 }
 
-export const OPENAI_DEFAULTS = { concurrency: 4, retries: 4, timeoutMs: 30_000, backoffMs: 500, maxBackoffMs: 30_000 };
+export const OPENAI_DEFAULTS = { concurrency: 4, retries: 4, timeoutMs: 30_000, backoffMs: 500, maxBackoffMs: 30_000, failuresBeforeCooldown: 3, cooldownMs: 10_000 };
 
 /** A failure worth retrying (rate limit, server error, timeout, connection) and how long the server asked us to wait. */
 class RetryableError extends Error {
   constructor(
     message: string,
     readonly retryAfterMs?: number,
+    /** The connection itself failed (refused, reset, no route): known at once, and a query does not wait for a retry. */
+    readonly connection = false,
   ) {
     super(message);
   }
+}
+
+/** What the provider's cooldown reports to metrics (src/metrics.ts). */
+export type ProviderEvent = 'failure' | 'cooldown' | 'skipped' | 'recovered';
+
+/** Node's codes (on undici's `cause`) for a connection that failed as such, not for a slow or bad answer. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'ECONNABORTED', 'UND_ERR_SOCKET']);
+
+function isConnectionFailure(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+    // AggregateError (happy eyeballs: one failure per address tried).
+    if (cause instanceof AggregateError && cause.errors.some((inner) => isConnectionFailure(inner))) return true;
+  }
+  return false;
+}
+
+/**
+ * Failures in a row, and the time until which queries do not ask the provider: the Redis gate's cooldown
+ * (src/redis/connection.ts) for the embeddings provider, so an outage costs a few failed requests, not one per search.
+ */
+export class ProviderCooldown {
+  private failures = 0;
+  private until = 0;
+  private probing = false;
+  private lastError = '';
+  private readonly listeners: ((event: ProviderEvent) => void)[] = [];
+
+  constructor(private readonly limits: { failuresBeforeCooldown: number; cooldownMs: number }) {}
+
+  /** Receives every failure, cooldown started, query skipped and recovery. */
+  observe(listener: (event: ProviderEvent) => void): void {
+    this.listeners.push(listener);
+  }
+
+  get coolingDown(): boolean {
+    return this.failures >= this.limits.failuresBeforeCooldown && (Date.now() < this.until || this.probing);
+  }
+
+  /**
+   * Before a query asks the provider: throws while cooling down. Once the cooldown is over one query goes through
+   * (the probe); the others are still answered without asking until it has succeeded or failed.
+   */
+  admit(): () => void {
+    if (this.failures >= this.limits.failuresBeforeCooldown) {
+      if (Date.now() < this.until || this.probing) {
+        this.emit('skipped');
+        const seconds = Math.max(0, (this.until - Date.now()) / 1000).toFixed(1);
+        throw new Error(`the embeddings provider is not asked for ${seconds} s more after ${this.failures} failures in a row (last: ${this.lastError})`);
+      }
+      this.probing = true;
+      return () => (this.probing = false);
+    }
+    return () => {};
+  }
+
+  failed(error: Error): void {
+    this.failures++;
+    this.lastError = error.message;
+    this.emit('failure');
+    if (this.failures >= this.limits.failuresBeforeCooldown) {
+      this.until = Date.now() + this.limits.cooldownMs;
+      this.emit('cooldown');
+    }
+  }
+
+  succeeded(): void {
+    if (this.failures >= this.limits.failuresBeforeCooldown) this.emit('recovered');
+    this.failures = 0;
+    this.until = 0;
+  }
+
+  private emit(event: ProviderEvent): void {
+    for (const listener of this.listeners) listener(event);
+  }
+}
+
+/** The cooldown of an embedder built here, for metrics; undefined for other embedders. */
+export function providerCooldownOf(embedder: Embedder): ProviderCooldown | undefined {
+  return embedder instanceof OpenAiEmbedder ? embedder.cooldown : undefined;
 }
 
 export async function createOpenAiEmbedder(options: OpenAiEmbedderOptions): Promise<Embedder> {
@@ -53,6 +144,7 @@ class OpenAiEmbedder implements Embedder {
   private readonly settings: ModelSettings;
   private readonly endpoint: string;
   private readonly limits: typeof OPENAI_DEFAULTS;
+  readonly cooldown: ProviderCooldown;
 
   constructor(private readonly options: OpenAiEmbedderOptions) {
     this.settings = modelSettings(options.model, options);
@@ -62,6 +154,7 @@ class OpenAiEmbedder implements Embedder {
     this.cacheKey = `${this.modelId}:${this.settings.documentPrefix}`;
     const defined = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
     this.limits = { ...OPENAI_DEFAULTS, ...(defined as Partial<typeof OPENAI_DEFAULTS>) };
+    this.cooldown = new ProviderCooldown(this.limits);
   }
 
   async embed(texts: string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
@@ -80,7 +173,7 @@ class OpenAiEmbedder implements Embedder {
     const worker = async () => {
       while (next < batches.length) {
         const batch = batches[next++]!;
-        const vectors = await this.withRetries(batch.map((i) => prefix + texts[i]!), options.signal);
+        const vectors = await this.withRetries(batch.map((i) => prefix + texts[i]!), options.signal, options.role === 'query');
         batch.forEach((i, row) => (out[i] = vectors[row]!));
       }
     };
@@ -90,14 +183,23 @@ class OpenAiEmbedder implements Embedder {
     return out;
   }
 
-  private async withRetries(input: string[], signal: AbortSignal | undefined): Promise<Float32Array[]> {
+  private async withRetries(input: string[], signal: AbortSignal | undefined, query: boolean): Promise<Float32Array[]> {
     for (let attempt = 0; ; attempt++) {
+      // Builds wait out an outage with their backoff; a query, which a search is waiting for, is not sent at all.
+      const done = query ? this.cooldown.admit() : () => {};
       try {
-        return await this.request(input, signal);
+        const vectors = await this.request(input, signal);
+        this.cooldown.succeeded();
+        return vectors;
       } catch (error) {
+        // A query abandoned at the search's embed timeout is the provider not answering in time: a failure too.
+        if (error instanceof RetryableError || (query && signal?.aborted)) this.cooldown.failed(error as Error);
         if (!(error instanceof RetryableError) || attempt >= this.limits.retries || signal?.aborted) throw error;
+        if (query && error.connection) throw error;
         const backoff = Math.min(this.limits.maxBackoffMs, this.limits.backoffMs * 2 ** attempt) * (0.5 + Math.random() / 2);
         await sleep(Math.min(this.limits.maxBackoffMs, error.retryAfterMs ?? backoff), signal);
+      } finally {
+        done();
       }
     }
   }
@@ -117,8 +219,10 @@ class OpenAiEmbedder implements Embedder {
       });
     } catch (error) {
       if (signal?.aborted) throw error;
-      const reason = timeout.aborted ? `no answer within ${this.limits.timeoutMs} ms` : (error as Error).message;
-      throw new RetryableError(`embeddings request to ${this.endpoint} failed: ${reason}`);
+      const connection = !timeout.aborted && isConnectionFailure(error);
+      const cause = (error as Error).cause instanceof Error ? `: ${((error as Error).cause as Error).message}` : '';
+      const reason = timeout.aborted ? `no answer within ${this.limits.timeoutMs} ms` : `${(error as Error).message}${cause}`;
+      throw new RetryableError(`embeddings request to ${this.endpoint} failed: ${reason}`, undefined, connection);
     }
     if (!response.ok) {
       const detail = (await response.text().catch(() => '')).slice(0, 300);

@@ -30,6 +30,9 @@ export function embeddingSettingsSchema(defaults: { modelsDir: () => string }) {
       concurrency: z.number().int().min(1).max(64).default(4),
       retries: z.number().int().min(0).max(20).default(4),
       timeoutMs: z.number().int().min(1).max(600_000).default(30_000),
+      /** Failed requests in a row after which queries do not ask the provider for cooldownMs (searches use BM25 at once). */
+      failuresBeforeCooldown: z.number().int().min(1).max(1_000).default(3),
+      cooldownMs: z.number().int().min(0).max(600_000).default(10_000),
     })
     .prefault({})
     .refine((embedding) => embedding.provider !== 'openai' || embedding.baseUrl !== undefined, {

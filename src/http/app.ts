@@ -10,6 +10,7 @@ import type { Auth } from '../auth/auth.js';
 import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
 import { authenticate, requireAdmin, type ProxyAuthOptions } from './auth.js';
 import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
+import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
 import { requestLog } from './request-log.js';
 import { catalogRoutes } from './routes/catalog.js';
@@ -55,6 +56,8 @@ export interface AppDependencies {
   /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
   auth?: Auth;
   security?: SecuritySettings;
+  /** Host and Origin checks on every route (open mode: no ADMIN_KEY, or bound to loopback); absent, none. */
+  hostCheck?: HostCheckOptions;
   keyDefaults?: KeyDefaults;
 }
 
@@ -80,6 +83,8 @@ export function createApp(deps: AppDependencies): Express {
     next();
   };
   const everyRequest: RequestHandler[] = [requestLog(deps.log), countRequest];
+  // Before auth and before any body is read: a rebound page gets nothing, not even a 401.
+  if (deps.hostCheck) everyRequest.push(hostCheck(deps.hostCheck));
   if (deps.auth) everyRequest.push(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: deps.proxy }));
   const maxDepth = deps.jsonDepth ?? DEFAULT_JSON_DEPTH;
   // Depth is checked on the raw bytes before parsing (verify runs first), so a hostile body is refused unparsed.

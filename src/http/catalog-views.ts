@@ -11,6 +11,11 @@ export class CatalogViews {
   private indexed: CatalogSnapshot | undefined;
   /** View hashes per snapshot and key permissions; computing one filters the whole catalog. */
   private readonly hashes = new WeakMap<CatalogSnapshot, Map<string, { hash: string; tools: number }>>();
+  /**
+   * Per view: its indexed hash and when the index first held that view. A build for another tenant's change leaves a
+   * view's hash as it was, so its builtAt stays too; it moves only when a build changed what this view contains.
+   */
+  private readonly builds = new Map<string, { hash: string; builtAt: string | null }>();
 
   constructor(private readonly indexes: IndexManager) {
     const remember = () => {
@@ -36,10 +41,25 @@ export class CatalogViews {
       indexedHash: indexed?.hash ?? null,
       model: status.model,
       tools: indexed?.tools ?? 0,
-      builtAt: status.builtAt,
+      builtAt: indexed ? this.builtAt(access.viewKey, indexed.hash, status.builtAt) : null,
       // Build errors may name other tenants' tools or servers.
       ...(state === 'failed' ? { lastError: 'the index build failed; the admin can see why in /v1/index/status' } : {}),
     };
+  }
+
+  /** The hash of what this caller may see of a snapshot (GET /v1/catalog's catalogHash for a restricted key). */
+  catalogHash(snapshot: CatalogSnapshot, access: Access): string {
+    return access.restricted ? this.view(snapshot, access).hash : snapshot.catalogHash;
+  }
+
+  private builtAt(viewKey: string, hash: string, liveBuiltAt: string | null): string | null {
+    const known = this.builds.get(viewKey);
+    if (known?.hash === hash) return known.builtAt;
+    // First seen now (or changed): the live index holds it, built at liveBuiltAt; that is the nearest bound known.
+    this.builds.delete(viewKey);
+    this.builds.set(viewKey, { hash, builtAt: liveBuiltAt });
+    if (this.builds.size > 1_000) this.builds.delete(this.builds.keys().next().value!);
+    return liveBuiltAt;
   }
 
   /** The `index` field of a search answer, as this caller may see it. */

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { localhostHostValidation } from '@modelcontextprotocol/sdk/server/middleware/hostHeaderValidation.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Request, type Response } from 'express';
@@ -7,9 +6,11 @@ import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import { accessOf } from '../http/auth.js';
 import { toRestError, type FaceErrorShape } from '../http/errors.js';
+import type { Metrics } from '../metrics.js';
 import type { McpGateway } from './gateway.js';
 import { modernHttpFace } from './modern.js';
 import { createMcpServer } from './server.js';
+import { StreamLimits } from './streams.js';
 
 export interface McpHttpOptions {
   /** Closes sessions without requests or open streams for this long. */
@@ -19,8 +20,10 @@ export interface McpHttpOptions {
   maxSessionsPerKey?: number;
   /** Sessions that made no request after initialize are closed after this long (a flood of bare sessions). */
   unusedSessionIdleMs?: number;
-  /** Bound to loopback: refuse requests whose Host is not a loopback name (DNS rebinding from a web page). */
-  loopbackOnly: boolean;
+  /** Open listen and event streams per key (open service: per client address), and in total (the admin's not counted). */
+  maxStreamsPerKey?: number;
+  maxStreams?: number;
+  metrics?: Metrics;
   log: Logger;
 }
 
@@ -66,8 +69,10 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
   const maxPerKey = options.maxSessionsPerKey ?? options.maxSessions;
   const unusedIdleMs = options.unusedSessionIdleMs ?? options.sessionIdleMs;
 
-  if (options.loopbackOnly) router.use('/mcp', localhostHostValidation());
-  const modern = modernHttpFace(gateway, log, { maxSubscriptions: options.maxSessions });
+  const streamCaps = { perKey: options.maxStreamsPerKey ?? maxPerKey, total: options.maxStreams ?? options.maxSessions };
+  const streams = new StreamLimits(streamCaps, options.metrics);
+  // The SDK's own cap counts every listen stream; ours leaves the admin's out of the total, so it is the bound.
+  const modern = modernHttpFace(gateway, log, { maxSubscriptions: streamCaps.total + streamCaps.perKey });
 
   /** Counts a request or stream as activity until its response ends. */
   const track = (session: Session, res: Response) => {
@@ -83,7 +88,13 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     const access = accessOf(res);
     const sessionId = req.header('mcp-session-id');
     // No session id and a 2026-07-28 envelope: stateless, served with this request's key.
-    if (sessionId === undefined && (await modern.claims(req))) return modern.serve(req, res, access);
+    if (sessionId === undefined && (await modern.claims(req))) {
+      if ((req.body as { method?: unknown } | undefined)?.method === 'subscriptions/listen') {
+        const refused = streams.open('listen', holderOf(access, req), access.kind === 'admin', res);
+        if (refused !== undefined) return jsonRpcError(res, 429, -32000, refused, (req.body as { id?: string | number }).id ?? null);
+      }
+      return modern.serve(req, res, access);
+    }
     const session = sessionId === undefined ? undefined : sessions.get(sessionId);
     if (session) {
       if (!ownedBy(session, access)) return notOwner(res);
@@ -144,6 +155,10 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (!ownedBy(session, access)) return notOwner(res);
     session.caller.access = access;
     session.used = true;
+    if (req.method === 'GET') {
+      const refused = streams.open('sse', session.holder, access.kind === 'admin', res);
+      if (refused !== undefined) return jsonRpcError(res, 429, -32000, refused);
+    }
     track(session, res);
     await session.transport.handleRequest(req, res);
   };
@@ -195,8 +210,8 @@ function notOwner(res: Response): void {
   jsonRpcError(res, 403, -32003, 'this session was opened with another key; send the same key, or initialize a new session');
 }
 
-function jsonRpcError(res: Response, status: number, code: number, message: string): void {
-  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id: null });
+function jsonRpcError(res: Response, status: number, code: number, message: string, id: string | number | null = null): void {
+  res.status(status).json({ jsonrpc: '2.0', error: { code, message }, id });
 }
 
 /** JSON-RPC error codes for what fails before the MCP server sees a request (HTTP status and headers stay as mapped). */

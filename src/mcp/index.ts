@@ -38,7 +38,6 @@ export function createMcpFaces(deps: {
   catalog: Catalog;
   search: SearchService;
   log: Logger;
-  loopbackOnly: boolean;
   feedback?: FeedbackRecorder;
   /** For the start-up wait: the first searches wait (bounded) for the index to include the upstreams' tools. */
   indexes?: IndexManager;
@@ -77,7 +76,7 @@ export function createMcpFaces(deps: {
     startup,
   );
   gateway.feedback = deps.feedback;
-  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, loopbackOnly: deps.loopbackOnly, log });
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);
   };

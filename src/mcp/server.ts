@@ -298,8 +298,8 @@ async function callThrough(gateway: McpGateway, args: Record<string, unknown> | 
     // The client's cancellation (context.signal) is handed to the upstream call, which sends notifications/cancelled on.
     return await gateway.callTool(name, inner, { signal: context.signal, access, onProgress: relayProgress(context) });
   } catch (error) {
-    // Access is refused as an error, not a result: it is the caller's key, not the model's call, that is wrong.
-    if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
+    // The target is an argument the model chose: a target this key may not use is a failed call it can read and
+    // recover from (search again), like any other, not a protocol error that ends the model's turn.
     if (error instanceof GatewayError) return errorResult(error.message);
     throw error;
   }

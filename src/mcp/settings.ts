@@ -53,6 +53,12 @@ export const mcpSettingsSchema = z
     maxSessionsPerKey: z.number().int().min(1).default(100),
     /** A session that made no request after initialize is closed after this long (floods of bare sessions). */
     unusedSessionIdleMs: z.number().int().min(100).default(30_000),
+    /**
+     * Long-lived streams (2026-07-28 subscriptions/listen, 2025 GET event streams) one key (open service: one client
+     * address) may hold open at once, and all callers but the admin together; beyond either the stream is refused (429).
+     */
+    maxStreamsPerKey: z.number().int().min(1).default(100),
+    maxStreams: z.number().int().min(1).default(1_000),
     /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
     transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
   })

@@ -23,6 +23,8 @@ export interface Behaviour {
   wrongDimensions?: number;
   /** Never answer (until reset). */
   hang?: boolean;
+  /** Close the connection without an answer (the client sees it reset). */
+  reset?: boolean;
   /** Answer /rerank as Cohere and Jina do (`{results: [{index, relevance_score}]}`) instead of TEI's list. */
   cohereShape?: boolean;
 }
@@ -50,7 +52,8 @@ export function hashedVector(text: string, dims = STAND_IN_DIMENSIONS): number[]
   return v;
 }
 
-export async function startStandInEmbeddings(): Promise<StandInEmbeddings> {
+/** `port`: 0 for any; a given one brings a stand-in back where an earlier one was closed. */
+export async function startStandInEmbeddings(port = 0): Promise<StandInEmbeddings> {
   const received: EmbeddingsRequest[] = [];
   let behaviour: Behaviour = {};
   const hanging = new Set<() => void>();
@@ -67,6 +70,10 @@ export async function startStandInEmbeddings(): Promise<StandInEmbeddings> {
       received.push({ path: req.url ?? '', authorization: req.headers.authorization, body });
       const answer = () => {
         if (behaviour.hang) return;
+        if (behaviour.reset) {
+          req.socket.destroy();
+          return;
+        }
         const fail = behaviour.fail;
         if (fail && fail.times > 0) {
           fail.times -= 1;
@@ -100,11 +107,11 @@ export async function startStandInEmbeddings(): Promise<StandInEmbeddings> {
       else answer();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const bound = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}/v1`,
-    rerankUrl: `http://127.0.0.1:${port}/rerank`,
+    url: `http://127.0.0.1:${bound}/v1`,
+    rerankUrl: `http://127.0.0.1:${bound}/rerank`,
     received,
     inputs: () => received.filter((r) => r.path === '/v1/embeddings').flatMap((r) => r.body.input as string[]),
     behave(next) {

@@ -16,6 +16,14 @@ const internalTools = [
 ];
 const isHidden = (name: string) => name.startsWith('vault__') || name.startsWith('payroll');
 
+/** call_tool's target is an argument: one the key may not use is a failed call (isError) the model reads, not a protocol error. */
+async function expectToolRefusal(promise: Promise<unknown>, pattern: RegExp): Promise<void> {
+  const result = (await promise) as { isError?: boolean; content: { type: string; text: string }[] };
+  assert.equal(result.isError, true, JSON.stringify(result));
+  assert.match(result.content[0]!.text, /not available to this key/);
+  assert.match(result.content[0]!.text, pattern);
+}
+
 async function expectMcpError(promise: Promise<unknown>, code: number, pattern: RegExp): Promise<void> {
   await assert.rejects(promise, (error: unknown) => {
     assert.ok(error instanceof McpError, `expected an McpError, got ${String(error)}`);
@@ -243,7 +251,8 @@ describe('API keys and what each key sees', () => {
 
     const echoed = await client.callTool({ name: 'call_tool', arguments: { name: 'files__echo', arguments: { text: 'through' } } });
     assert.equal(textOf(echoed), 'through');
-    await expectMcpError(client.callTool({ name: 'call_tool', arguments: { name: 'vault__echo', arguments: { text: 'x' } } }), -32003, /allowed servers: files, demo/);
+    await expectToolRefusal(client.callTool({ name: 'call_tool', arguments: { name: 'vault__echo', arguments: { text: 'x' } } }), /allowed servers: files, demo/);
+    await expectToolRefusal(client.callTool({ name: 'call_tool', arguments: { name: 'no_such_tool' } }), /allowed servers: files, demo/);
     await expectMcpError(client.callTool({ name: 'vault__echo', arguments: { text: 'x' } }), -32003, /not available to this key/);
     await expectMcpError(client.callTool({ name: 'no_such_tool', arguments: {} }), -32003, /not available to this key/);
   });
@@ -274,7 +283,7 @@ describe('API keys and what each key sees', () => {
       assert.equal(hijack.status, 403);
       await hijack.body?.cancel();
     }
-    await expectMcpError(client.callTool({ name: 'call_tool', arguments: { name: 'files__add', arguments: { a: 1, b: 2 } } }), -32003, /allowed tools: files__echo/);
+    await expectToolRefusal(client.callTool({ name: 'call_tool', arguments: { name: 'files__add', arguments: { a: 1, b: 2 } } }), /allowed tools: files__echo/);
   });
 
   test('an updated key applies at once, also inside an MCP session it already opened', async () => {

@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import YAML from 'yaml';
-import { checkConfig, MASK } from '../../src/config/check.js';
+import { inspectConfig, MASK } from '../../src/config/check.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { CLI, CliProcess } from '../helpers/ops-processes.js';
+import { CLI } from '../helpers/ops-processes.js';
 
 const EXAMPLE = path.join(REPO_ROOT, 'config.example.yaml');
 
@@ -71,7 +71,7 @@ describe('config.example.yaml', () => {
   });
 
   it('has no setting the schema does not know (no typo is silently ignored)', () => {
-    assert.deepEqual(checkConfig({ TOOLROUTER_CONFIG: EXAMPLE }).unknown, []);
+    assert.deepEqual(inspectConfig({ TOOLROUTER_CONFIG: EXAMPLE }).problems, []);
   });
 });
 
@@ -101,6 +101,61 @@ shutdownTimeoutMs: soon
           assert.ok(paths.includes(expected), `${expected} is reported: ${JSON.stringify(error.problems)}`);
         }
         assert.ok(error.problems.some((problem) => problem.includes('bad name')), JSON.stringify(error.problems));
+        return true;
+      },
+    );
+  });
+
+  it('makes any unknown setting, at any depth, an error naming the closest known setting', () => {
+    const file = configFile(`
+mcpServers: { files: { command: x } }
+mcp: { serverz: { a: { command: x } } }
+search: { topk: 3, weights: { vectr: 0.5 } }
+surch: {}
+queue: { prefix: tr }
+embedding: { batchsize: 8 }
+zzzzzzzz: 1
+`);
+    assert.throws(
+      () => loadConfig({ TOOLROUTER_CONFIG: file }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.deepEqual(error.problems.sort(), [
+          'embedding.batchsize: unknown setting; did you mean `embedding.batchSize`?',
+          'mcp.serverz: unknown setting; did you mean `mcp.servers`?',
+          'mcpServers: unknown setting; did you mean `mcp.servers`, or import the file with mcp.import / --mcp-config?',
+          'search.topk: unknown setting; did you mean `search.topK`?',
+          'search.weights.vectr: unknown setting; did you mean `search.weights.vector`?',
+          'surch: unknown setting; did you mean `search`?',
+          'zzzzzzzz: unknown setting',
+        ]);
+        return true;
+      },
+    );
+    // The same rule for overrides (tests, the CLI) as for the file.
+    assert.throws(() => loadConfig({}, { security: { allowedHost: ['x'] } }), /security\.allowedHost: unknown setting; did you mean `security\.allowedHosts`\?/);
+  });
+
+  it('names the setting, the type it takes and the value given for a YAML value of the wrong type', () => {
+    const file = configFile(`
+port: eighty
+mcp: { pageSize: ten, search: maybe }
+security: { trustProxy: [1], redisTimeoutMs: "5" }
+adminKey: 1234567890123456789
+`);
+    assert.throws(
+      () => loadConfig({ TOOLROUTER_CONFIG: file }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        const problems = error.problems;
+        assert.ok(problems.includes('port: must be a number, got "eighty" (a string)'), JSON.stringify(problems));
+        assert.ok(problems.includes('mcp.pageSize: must be a number, got "ten" (a string)'), JSON.stringify(problems));
+        assert.ok(problems.includes('mcp.search: must be "auto", true or false'), JSON.stringify(problems));
+        assert.ok(problems.includes('security.trustProxy: must be true or false or a number or a string, got [1] (a list)'), JSON.stringify(problems));
+        assert.ok(problems.includes('security.redisTimeoutMs: must be a number, got "5" (a string)'), JSON.stringify(problems));
+        // A secret given with the wrong type is named, not repeated.
+        assert.ok(problems.includes('adminKey: must be a string, got a number'), JSON.stringify(problems));
+        assert.ok(!problems.some((problem) => problem.includes('NaN')), JSON.stringify(problems));
         return true;
       },
     );
@@ -158,12 +213,12 @@ describe('toolrouter config check', () => {
     assert.ok(!stderr.includes('short\n'), 'the rejected secret itself is not echoed');
   });
 
-  it('warns about settings the schema does not know', async () => {
+  it('refuses settings the schema does not know', async () => {
     const file = configFile('serach: { mode: bm25 }\nsearch: { topk: 3 }\n');
     const { code, stderr } = await cli(['--config', file, 'config', 'check']);
-    assert.equal(code, 0);
-    assert.match(stderr, /unknown setting serach/);
-    assert.match(stderr, /unknown setting search\.topk/);
+    assert.equal(code, 2);
+    assert.match(stderr, /^ {2}- serach: unknown setting; did you mean `search`\?$/m);
+    assert.match(stderr, /^ {2}- search\.topk: unknown setting; did you mean `search\.topK`\?$/m);
   });
 
   it('fails `serve` on the same invalid file before listening: one line, exit code 2', async () => {
@@ -175,20 +230,22 @@ describe('toolrouter config check', () => {
     assert.equal(stderr.trim().split('\n').length, 1, stderr);
   });
 
-  it('warns about unknown settings even when the file has errors too', async () => {
+  it('lists unknown settings with the other problems', async () => {
     const file = configFile('mcp: { serverz: { x: { command: x } } }\nport: -1\n');
     const { code, stderr } = await cli(['--config', file, 'config', 'check']);
     assert.equal(code, 2);
-    assert.match(stderr, /unknown setting mcp\.serverz/);
+    assert.match(stderr, /^ {2}- mcp\.serverz: unknown setting; did you mean `mcp\.servers`\?$/m);
     assert.match(stderr, /^ {2}- port: /m);
   });
 
-  it('makes unknown settings problems with --strict-config', async () => {
+  it('still accepts --strict-config (unknown settings are errors with or without it)', async () => {
     const file = configFile('search: { topk: 3 }\n');
-    const { code, stdout, stderr } = await cli(['--strict-config', '--config', file, 'config', 'check']);
-    assert.equal(code, 2);
-    assert.equal(stdout, '');
-    assert.match(stderr, /^ {2}- search\.topk: unknown setting$/m);
+    for (const args of [['--strict-config', '--config', file, 'config', 'check'], ['--config', file, 'config', 'check']]) {
+      const { code, stdout, stderr } = await cli(args);
+      assert.equal(code, 2);
+      assert.equal(stdout, '');
+      assert.match(stderr, /^ {2}- search\.topk: unknown setting; did you mean `search\.topK`\?$/m);
+    }
   });
 
   it('merges a partial search.weights over the defaults, as the settings API does', async () => {
@@ -229,18 +286,15 @@ describe('toolrouter start-up errors', () => {
     assertOneLine(await cli(['serve'], { HOST: '0.0.0.0', PORT: '0', MODELS_DIR: path.join(REPO_ROOT, 'models') }), /^toolrouter: could not start: refusing to listen on 0\.0\.0\.0 without ADMIN_KEY/);
   });
 
-  it('warns about unknown settings when serve starts, and --strict-config refuses them', async () => {
-    const file = configFile('port: 0\nmcp: { serverz: { a: { command: x } } }\nsearch: { topk: 3 }\nsurch: {}\n');
-    const strict = await cli(['--strict-config', '--config', file, 'serve']);
-    assertOneLine(strict, /^toolrouter: invalid configuration .*: mcp\.serverz: unknown setting; search\.topk: unknown setting; surch: unknown setting$/);
-    const child = new CliProcess(['--config', file, 'serve'], { MODELS_DIR: path.join(REPO_ROOT, 'models') });
-    try {
-      await child.waitFor((line) => line.msg === 'toolrouter listening');
-      const warned = child.logs.filter((line) => line.level === 40 && typeof line.setting === 'string').map((line) => line.setting);
-      assert.deepEqual(warned.sort(), ['mcp.serverz', 'search.topk', 'surch']);
-    } finally {
-      await child.stop();
+  it('refuses to start with an unknown setting: one line naming each with the closest known one, exit code 2', async () => {
+    const file = configFile('port: 0\nmcp: { serverz: { a: { command: x } } }\nmcpServers: {}\nsearch: { topk: 3 }\n');
+    for (const command of ['serve', 'stdio']) {
+      assertOneLine(
+        await cli(['--config', file, command], { MODELS_DIR: path.join(REPO_ROOT, 'models') }),
+        /^toolrouter: invalid configuration .*: mcp\.serverz: unknown setting; did you mean `mcp\.servers`\?; mcpServers: unknown setting; did you mean `mcp\.servers`, or import the file with mcp\.import \/ --mcp-config\?; search\.topk: unknown setting; did you mean `search\.topK`\?$/,
+      );
     }
+    assertOneLine(await cli(['--config', configFile('port: eighty\n'), 'serve']), /^toolrouter: invalid configuration .*: port: must be a number, got "eighty" \(a string\)$/);
   });
 });
 

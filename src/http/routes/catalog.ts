@@ -3,11 +3,13 @@ import { z } from 'zod';
 import { HttpError, parseBody } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf, assertAdmin } from '../auth.js';
+import { catalogViews } from '../catalog-views.js';
 
 const putSourceBody = z.object({ tools: z.array(z.unknown(), { error: '"tools" must be an array of MCP tool objects' }) }).strict();
 
-export function catalogRoutes({ catalog, sources }: Pick<AppDependencies, 'catalog' | 'sources'>): Router {
+export function catalogRoutes({ catalog, sources, indexes }: Pick<AppDependencies, 'catalog' | 'sources' | 'indexes'>): Router {
   const router = Router();
+  const views = catalogViews(indexes);
 
   // A key sees only its own part of the catalog: its tools, and the sources they come from.
   router.get('/v1/catalog', (_req, res) => {
@@ -15,7 +17,8 @@ export function catalogRoutes({ catalog, sources }: Pick<AppDependencies, 'catal
     const snapshot = catalog.snapshot();
     const entries = snapshot.entries.filter((entry) => access.canSee(entry));
     res.json({
-      catalogHash: snapshot.catalogHash,
+      // A restricted key's hash is of its own tools: another tenant's change must not show in it.
+      catalogHash: views.catalogHash(snapshot, access),
       sources: access.restricted ? [...new Set(entries.map((entry) => entry.source))] : catalog.sourceNames(),
       tools: entries.map((entry) => ({
         source: entry.source,
