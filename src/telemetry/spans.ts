@@ -182,13 +182,12 @@ export function chatSearchCallSpan<R>(request: { api: string; round: number }, w
 // ---------------------------------------------------------------------------------------------------------------------
 // MCP
 
-interface ToolResult {
-  isError?: boolean;
-}
+/** A tools/call result (CallToolResult); only its `isError` is read. */
+type ToolResult = object;
 
 function toolError(span: Span, result: ToolResult): void {
   // The MCP conventions mark a result with isError as a failed call: the tool ran, and said it failed.
-  if (result.isError) {
+  if ((result as { isError?: unknown }).isError === true) {
     span.setStatus({ code: SpanStatusCode.ERROR });
     span.setAttribute(ATTR_ERROR_TYPE, 'tool_error');
   }

@@ -37,7 +37,13 @@ export interface Telemetry {
  * toolrouter's own spans come from the helpers in spans.ts.
  */
 export async function startTelemetry(
-  options: { defaultServiceName: string; version?: string; log?: Logger },
+  options: {
+    defaultServiceName: string;
+    version?: string;
+    log?: Logger;
+    /** Spans go here instead of the exporter the environment names (an embedding application's own, or a test's). */
+    exporter?: SpanExporter;
+  },
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Telemetry | undefined> {
   const settings = telemetrySettings(env, options.defaultServiceName);
@@ -50,11 +56,12 @@ export async function startTelemetry(
     import('@opentelemetry/instrumentation-undici'),
   ]);
   const exporter =
-    settings.exporter === 'console'
+    options.exporter ??
+    (settings.exporter === 'console'
       ? new sdk.ConsoleSpanExporter()
       : settings.protocol === 'http/json'
         ? new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
-        : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter();
+        : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter());
   const ratio = new sdk.TraceIdRatioBasedSampler(settings.samplerRatio);
   const root = { always_on: new sdk.AlwaysOnSampler(), always_off: new sdk.AlwaysOffSampler(), traceidratio: ratio };
   const sampler = settings.sampler.startsWith('parentbased_')
