@@ -2,7 +2,9 @@
  * What tracing costs on the search path: `node --import tsx bench/telemetry.ts [--tools N] [--requests N] [--rounds N]
  * [--baseline DIR]`.
  *
- * 1. In-process: the span helper around a search (`searchSpan`) against the bare call, tracing off, per call.
+ * 1. In-process: the span helper around a search (`searchSpan`) against the bare call, tracing off, per call; and with
+ *    `--baseline DIR`, hybrid searches of this SearchService against the baseline's over the same index, in one
+ *    process, alternating blocks of queries (machine drift falls on both alike).
  * 2. Over HTTP: `POST /v1/tools/search` p50/p99 (one keep-alive client, bench/load.ts in its own process) from a
  *    bench server (bench/serve.ts) with tracing off, and with tracing on exporting every span (OTLP http/protobuf,
  *    always_on) to a local sink that discards them. With `--baseline DIR` (a checkout of the code before tracing,
@@ -16,7 +18,11 @@ import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../src/config/config.js';
+import { createEmbedder } from '../src/embedding/embedder.js';
 import { loadQueries } from '../src/eval/datasets.js';
+import { createFixedSearch } from '../src/search/fixed.js';
+import { SearchService } from '../src/search/search.js';
 import { searchSpan } from '../src/telemetry/spans.js';
 import { generateCatalog } from './catalog.js';
 import { putCatalog } from './server-process.js';
@@ -99,9 +105,37 @@ function load(base: string, queriesFile: string): Promise<number[]> {
 const overhead = await helperOverhead();
 process.stderr.write(`helper: bare ${overhead.bareNs.toFixed(1)} ns, wrapped ${overhead.wrappedNs.toFixed(1)} ns per call\n`);
 
+/** Hybrid search p50 of this code against the baseline's SearchService, same index, same process, alternating blocks. */
+async function searchAB(queries: string[]): Promise<{ current: number; baseline: number } | undefined> {
+  if (!BASELINE) return undefined;
+  const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
+  const embedder = await createEmbedder({ ...config.embedding });
+  const fixed = await createFixedSearch(generateCatalog(TOOLS), { embedder, lexical: config.search.lexical, hnsw: config.search.hnsw, settings: config.search });
+  const { SearchService: BaselineService } = (await import(path.join(path.resolve(BASELINE), 'src/search/search.ts'))) as { SearchService: typeof SearchService };
+  const baseline = new BaselineService(fixed.catalog, fixed.indexes, embedder, config.search);
+  const current = new SearchService(fixed.catalog, fixed.indexes, embedder, config.search);
+  const samples = { current: [] as number[], baseline: [] as number[] };
+  const block = 50;
+  for (let i = 0; i < 200; i++) await current.search({ query: queries[i % queries.length]! }).then(() => baseline.search({ query: queries[i % queries.length]! }));
+  for (let start = 0; start < REQUESTS * 2; start += block) {
+    for (const [name, service] of (start / block) % 2 === 0 ? ([['current', current], ['baseline', baseline]] as const) : ([['baseline', baseline], ['current', current]] as const)) {
+      for (let i = start; i < start + block; i++) {
+        const began = performance.now();
+        await service.search({ query: queries[i % queries.length]! });
+        samples[name].push(performance.now() - began);
+      }
+    }
+  }
+  const p50 = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
+  return { current: p50(samples.current), baseline: p50(samples.baseline) };
+}
+
 const queries = [path.join(ROOT, 'test/fixtures/livemcpbench-queries.jsonl'), path.join(ROOT, 'test/fixtures/queries.jsonl')].flatMap((file) => loadQueries(file).map((q) => q.query));
 const queriesFile = path.join(os.tmpdir(), `toolrouter-telemetry-queries-${process.pid}.json`);
 writeFileSync(queriesFile, JSON.stringify(queries));
+const ab = await searchAB(queries);
+if (ab) process.stderr.write(`in-process hybrid p50: this code ${ab.current.toFixed(4)} ms, baseline ${ab.baseline.toFixed(4)} ms\n`);
+if (args.includes('--in-process-only')) process.exit(0);
 const catalog = JSON.stringify({ tools: generateCatalog(TOOLS) });
 const sink = await startSink();
 const variants: { name: string; root: string; env: Record<string, string> }[] = [
@@ -111,7 +145,8 @@ const variants: { name: string; root: string; env: Record<string, string> }[] = 
 ];
 const results = new Map<string, { p50: number[]; p99: number[] }>(variants.map((variant) => [variant.name, { p50: [], p99: [] }]));
 for (let round = 0; round < ROUNDS; round++) {
-  for (const variant of variants) {
+  // Each round starts with another variant, so none always runs first (after a build, or after the heaviest one).
+  for (const variant of [...variants.slice(round % variants.length), ...variants.slice(0, round % variants.length)]) {
     const server = await startServer(variant.root, variant.env);
     try {
       await putCatalog(server.base, catalog);
@@ -131,6 +166,7 @@ const lines = [
   `Tracing cost on the search path (${TOOLS.toLocaleString('en-US')} tools, ${REQUESTS} sequential searches per run, ${ROUNDS} rounds, median of the rounds; load ${os.loadavg()[0]!.toFixed(1)}):`,
   '',
   `- span helper with tracing off: ${overhead.wrappedNs.toFixed(0)} ns per call against ${overhead.bareNs.toFixed(0)} ns for the bare call`,
+  ...(ab ? [`- in-process hybrid search p50, same index, alternating blocks: ${ab.current.toFixed(3)} ms this code (tracing off), ${ab.baseline.toFixed(3)} ms before tracing`] : []),
   '',
   '| server | search p50 (ms) | search p99 (ms) |',
   '| --- | --- | --- |',
