@@ -4,7 +4,9 @@
  *
  * 1. In-process: the span helper around a search (`searchSpan`) against the bare call, tracing off, per call; and with
  *    `--baseline DIR`, hybrid searches of this SearchService against the baseline's over the same index, in one
- *    process, alternating blocks of queries (machine drift falls on both alike).
+ *    process, alternating blocks of queries (machine drift falls on both alike); and the same over HTTP: both
+ *    routers (this code with tracing off, and the baseline's) listening in this process, `POST /v1/tools/search`
+ *    alternating between them in blocks through one keep-alive agent.
  * 2. Over HTTP: `POST /v1/tools/search` p50/p99 (one keep-alive client, bench/load.ts in its own process) from a
  *    bench server (bench/serve.ts) with tracing off, and with tracing on exporting every span (OTLP http/protobuf,
  *    always_on) to a local sink that discards them. With `--baseline DIR` (a checkout of the code before tracing,
@@ -13,7 +15,7 @@
  *    so drift on a shared machine spreads over all of them; the median of the rounds' p50s is reported.
  */
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:http';
+import http, { createServer } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +25,7 @@ import { createEmbedder } from '../src/embedding/embedder.js';
 import { loadQueries } from '../src/eval/datasets.js';
 import { createFixedSearch } from '../src/search/fixed.js';
 import { SearchService } from '../src/search/search.js';
+import { createToolrouter, listen } from '../src/server.js';
 import { searchSpan } from '../src/telemetry/spans.js';
 import { generateCatalog } from './catalog.js';
 import { putCatalog } from './server-process.js';
@@ -130,13 +133,60 @@ async function searchAB(queries: string[]): Promise<{ current: number; baseline:
   return { current: p50(samples.current), baseline: p50(samples.baseline) };
 }
 
+/** Search p50 over HTTP: this code's router (tracing off) and the baseline's, in this process, alternating blocks. */
+async function httpAB(queries: string[], catalog: string): Promise<{ current: number; baseline: number } | undefined> {
+  if (!BASELINE) return undefined;
+  const baselineServer = (await import(path.join(path.resolve(BASELINE), 'src/server.ts'))) as { createToolrouter: typeof createToolrouter; listen: typeof listen };
+  const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { port: 0, host: '127.0.0.1', logLevel: 'silent', bodyLimit: '1gb' });
+  const routers = { current: await createToolrouter(config), baseline: await baselineServer.createToolrouter(config) };
+  const servers = { current: await listen(routers.current), baseline: await baselineServer.listen(routers.baseline) };
+  const ports = { current: 0, baseline: 0 };
+  for (const name of ['current', 'baseline'] as const) {
+    const address = servers[name].address();
+    ports[name] = typeof address === 'object' && address ? address.port : 0;
+    await putCatalog(`http://127.0.0.1:${ports[name]}`, catalog);
+  }
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 2 });
+  const post = (port: number, query: string) =>
+    new Promise<void>((resolve, reject) => {
+      const request = http.request({ host: '127.0.0.1', port, path: '/v1/tools/search', method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (response) => {
+        response.resume();
+        response.on('end', () => (response.statusCode === 200 ? resolve() : reject(new Error(`search: ${response.statusCode}`))));
+      });
+      request.on('error', reject);
+      request.end(JSON.stringify({ query }));
+    });
+  const samples = { current: [] as number[], baseline: [] as number[] };
+  const block = 50;
+  for (let i = 0; i < 200; i++) for (const name of ['current', 'baseline'] as const) await post(ports[name], queries[i % queries.length]!);
+  for (let start = 0; start < REQUESTS * 2; start += block) {
+    for (const name of (start / block) % 2 === 0 ? (['current', 'baseline'] as const) : (['baseline', 'current'] as const)) {
+      for (let i = start; i < start + block; i++) {
+        const began = performance.now();
+        await post(ports[name], queries[i % queries.length]!);
+        samples[name].push(performance.now() - began);
+      }
+    }
+  }
+  agent.destroy();
+  for (const name of ['current', 'baseline'] as const) {
+    servers[name].closeAllConnections();
+    servers[name].close();
+    await routers[name].close();
+  }
+  const p50 = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
+  return { current: p50(samples.current), baseline: p50(samples.baseline) };
+}
+
 const queries = [path.join(ROOT, 'test/fixtures/livemcpbench-queries.jsonl'), path.join(ROOT, 'test/fixtures/queries.jsonl')].flatMap((file) => loadQueries(file).map((q) => q.query));
 const queriesFile = path.join(os.tmpdir(), `toolrouter-telemetry-queries-${process.pid}.json`);
 writeFileSync(queriesFile, JSON.stringify(queries));
 const ab = await searchAB(queries);
 if (ab) process.stderr.write(`in-process hybrid p50: this code ${ab.current.toFixed(4)} ms, baseline ${ab.baseline.toFixed(4)} ms\n`);
-if (args.includes('--in-process-only')) process.exit(0);
 const catalog = JSON.stringify({ tools: generateCatalog(TOOLS) });
+const httpAb = await httpAB(queries, catalog);
+if (httpAb) process.stderr.write(`one-process HTTP search p50: this code ${httpAb.current.toFixed(4)} ms, baseline ${httpAb.baseline.toFixed(4)} ms\n`);
+if (args.includes('--in-process-only')) process.exit(0);
 const sink = await startSink();
 const variants: { name: string; root: string; env: Record<string, string> }[] = [
   ...(BASELINE ? [{ name: 'before tracing (baseline)', root: path.resolve(BASELINE), env: {} }] : []),
@@ -167,6 +217,7 @@ const lines = [
   '',
   `- span helper with tracing off: ${overhead.wrappedNs.toFixed(0)} ns per call against ${overhead.bareNs.toFixed(0)} ns for the bare call`,
   ...(ab ? [`- in-process hybrid search p50, same index, alternating blocks: ${ab.current.toFixed(3)} ms this code (tracing off), ${ab.baseline.toFixed(3)} ms before tracing`] : []),
+  ...(httpAb ? [`- HTTP search p50, both routers in one process, alternating blocks: ${httpAb.current.toFixed(3)} ms this code (tracing off), ${httpAb.baseline.toFixed(3)} ms before tracing`] : []),
   '',
   '| server | search p50 (ms) | search p99 (ms) |',
   '| --- | --- | --- |',

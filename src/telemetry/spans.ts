@@ -153,13 +153,14 @@ export function embeddingSpan<R>(embedder: { modelId: string }, texts: number, w
  * One request to the upstream LLM (GenAI `chat` operation, client span): the model asked for, the upstream's address,
  * the proxy round. The fetch inside gets its own HTTP client span and carries `traceparent` upstream.
  */
-export function llmSpan<R>(request: { api: string; model: unknown; url: string; round?: number }, work: () => Promise<R>): Promise<R> {
+export function llmSpan<R>(request: { api: string; model: unknown; url: string; round?: number; provider?: string }, work: () => Promise<R>): Promise<R> {
   if (!tracing.enabled) return work();
   const model = typeof request.model === 'string' ? request.model : undefined;
   const url = URL.canParse(request.url) ? new URL(request.url) : undefined;
   const attributes = {
     [GEN_AI_OPERATION_NAME]: 'chat',
-    [GEN_AI_PROVIDER_NAME]: 'openai',
+    // OpenAI-compatible unless the face says otherwise (an Anthropic Messages face: 'anthropic').
+    [GEN_AI_PROVIDER_NAME]: request.provider ?? 'openai',
     ...(model ? { [GEN_AI_REQUEST_MODEL]: model } : {}),
     ...(url ? { [ATTR_SERVER_ADDRESS]: url.hostname, [ATTR_SERVER_PORT]: Number(url.port || (url.protocol === 'https:' ? 443 : 80)) } : {}),
     'toolrouter.chat.api': request.api,
