@@ -5,7 +5,8 @@
  * handed its own slice. A module may import its own layer and the layers below it, never one above; and no import
  * cycle is allowed anywhere. Layers, bottom first (derived from what the code imports, see README "Layout"):
  *
- *   0 shared      src/redis/ (connection, keys, generation marker, the process's bus), log.ts, metrics.ts, shutdown.ts, errors.ts: plumbing any layer uses
+ *   0 shared      src/redis/ (connection, keys, generation marker, the process's bus), src/telemetry/ (tracing, spans, token
+ *                 accounting), log.ts, metrics.ts, shutdown.ts, errors.ts: plumbing any layer uses
  *   1 catalog     src/catalog: tools, sources, snapshots, schema checks
  *   2 embedding   src/embedding: text → vectors (local model, OpenAI-compatible server)
  *   3 index       src/indexing: catalog snapshots → BM25 + vector indexes, the in-process and Redis/BullMQ pipelines
@@ -26,7 +27,7 @@
 
 /** @type {{ name: string, path: string }[]} bottom first; `path` is a regular expression on the file path. */
 const LAYERS = [
-  { name: 'shared', path: '^src/((log|metrics|shutdown|errors)\\.ts|redis/[^/]+\\.ts)$' },
+  { name: 'shared', path: '^src/((log|metrics|shutdown|errors)\\.ts|(redis|telemetry)/[^/]+\\.ts)$' },
   { name: 'catalog', path: '^src/catalog/' },
   { name: 'embedding', path: '^src/embedding/' },
   { name: 'index', path: '^src/indexing/' },

@@ -5,11 +5,14 @@
  */
 import { loadConfig } from '../src/config/config.js';
 import { createToolrouter, listen } from '../src/server.js';
+import { startTelemetry } from '../src/telemetry/tracing.js';
 
 const config = loadConfig(
   { TOOLROUTER_CONFIG: '', ...(process.env.ADMIN_KEY ? { ADMIN_KEY: process.env.ADMIN_KEY } : {}) },
   { port: 0, host: '127.0.0.1', logLevel: 'silent', bodyLimit: '1gb' },
 );
+// Traced only when the OTEL_* environment says so, as `toolrouter serve` is (bench/telemetry.ts measures both).
+const telemetry = await startTelemetry({ defaultServiceName: 'toolrouter-bench' });
 const router = await createToolrouter(config);
 const server = await listen(router);
 const address = server.address();
@@ -17,5 +20,8 @@ process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && ad
 process.once('SIGTERM', () => {
   server.closeAllConnections();
   server.close();
-  void router.close().finally(() => process.exit(0));
+  void router
+    .close()
+    .then(() => telemetry?.shutdown())
+    .finally(() => process.exit(0));
 });

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { BoundedLabels, MAX_KEY_LABELS } from './telemetry/token-accounting.js';
 
 /**
  * One router's Prometheus registry and the metrics recorded into it. The assembly (src/server.ts, the worker process)
@@ -51,6 +52,26 @@ export class Metrics {
     labelNames: ['api'] as const,
     registers: [this.registry],
   });
+
+  // Tool-definition tokens by face and caller (src/telemetry/token-accounting.ts): offered vs forwarded on the proxies,
+  // listed (every tool the caller may call) vs served (tools/list and search_tools answers) on MCP.
+
+  readonly toolTokensOffered = new Counter({
+    name: 'toolrouter_tool_tokens_offered_total',
+    help: 'Prompt tokens of tool definitions offered: a proxied request\'s tools, or every tool an MCP caller may call at each tools/list',
+    labelNames: ['face', 'key'] as const,
+    registers: [this.registry],
+  });
+
+  readonly toolTokensForwarded = new Counter({
+    name: 'toolrouter_tool_tokens_forwarded_total',
+    help: 'Prompt tokens of tool definitions that reached the model: forwarded upstream by the proxy, or served by MCP tools/list and search_tools',
+    labelNames: ['face', 'key'] as const,
+    registers: [this.registry],
+  });
+
+  /** The `key` label's values: a key id (`key:<id>`) or the caller's kind, at most MAX_KEY_LABELS, then `other`. */
+  readonly tokenKeyLabels = new BoundedLabels(MAX_KEY_LABELS);
 
   // Search, index and HTTP. Search is timed in SearchService, so every face (REST, MCP, chat catalog mode) is counted.
 

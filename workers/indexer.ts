@@ -9,11 +9,16 @@ import { startIndexWorker } from '../src/indexing/redis/worker.js';
 import { createLogger } from '../src/log.js';
 import { RedisKeys } from '../src/redis/connection.js';
 import { Metrics } from '../src/metrics.js';
+import { packageVersion } from '../src/package-root.js';
+import { startTelemetry, type Telemetry } from '../src/telemetry/tracing.js';
 
 const config = loadConfig();
 const log = createLogger(config.logLevel);
 const metrics = new Metrics({ processMetrics: true });
+let telemetry: Telemetry | undefined;
 try {
+  // Builds are traced as children of the requests that queued them (the trace context rides in the job's data).
+  telemetry = await startTelemetry({ defaultServiceName: 'toolrouter-worker', version: packageVersion(), log });
   const worker = await startIndexWorker(
     { redis: config.redis, keys: RedisKeys.of(config.queue.prefix, config.redis), embedding: config.embedding, lexical: config.search.lexical, hnsw: config.search.hnsw, queue: config.queue, metrics },
     log,
@@ -32,6 +37,7 @@ try {
     void worker
       .close()
       .then(() => new Promise<void>((resolve) => (metricsServer ? metricsServer.close(() => resolve()) : resolve())))
+      .then(() => telemetry?.shutdown())
       .then(() => {
         log.info('index worker stopped');
         process.exit(0);

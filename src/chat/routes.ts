@@ -20,6 +20,8 @@ import { accessOf } from '../http/auth.js';
 import type { LimitsSettings } from '../catalog/settings.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { ChatSettings } from './settings.js';
+import { llmSpan } from '../telemetry/spans.js';
+import { countToolTokens, TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
 
 export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
 export const RESPONSES_PATH = '/v1/responses';
@@ -101,11 +103,14 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     metrics?.chatTokensSaved.inc(labels, decision.tokens.saved);
     log.debug({ api, mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache }, 'tools rewritten');
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
+    res.setHeader(TOKENS_HEADER, tokensHeader(decision.tokens.after, decision.tokens.before));
     const upstream = { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs };
     const kept = decision.kept.map((tool) => tool.name);
     if (body === undefined || searchTool === undefined) {
+      countToolTokens(metrics, api, access, { offered: decision.tokens.before, forwarded: decision.tokens.after });
       // Unchanged requests go upstream as the very bytes the caller sent.
-      await forwardRequest(req, res, body === undefined ? rawBytes(req, request) : JSON.stringify(body), upstream, log);
+      const sent = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
+      await llmSpan({ api, model: request.body.model, url: upstreamUrl }, () => forwardRequest(req, res, sent, upstream, log));
       if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept);
       return;
     }
@@ -116,6 +121,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       body,
       forwarded: kept,
       total: decision.total,
+      offeredTokens: decision.tokens.before,
       access,
       upstream,
       rewriter,
@@ -129,6 +135,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       },
       log,
     });
+    countToolTokens(metrics, api, access, { offered: decision.tokens.before, forwarded: result.tokens });
     sticky.set(keys, result.forwarded, result.responseId);
   };
 

@@ -7,6 +7,9 @@ import type { ToolRewriter } from './rewriter.js';
 import { continuation, searchToolDefinition, searchTurnReader, type SearchCall, type SearchTurnReader } from './search-tool.js';
 import { toolLabel } from './rewrite.js';
 import type { ToolRequest } from './tool-request.js';
+import { totalTokens } from '../search/tokens.js';
+import { chatSearchCallSpan, llmSpan } from '../telemetry/spans.js';
+import { TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
 
 export interface SearchRoundSettings {
   /** The search tool's name in this request (src/chat/search-tool.ts searchToolName). */
@@ -28,6 +31,8 @@ export interface SearchRoundInput {
   forwarded: readonly string[];
   /** Tools in the request, for the x-toolrouter-tools header. */
   total: number;
+  /** Prompt tokens of the request's tool definitions, for the x-toolrouter-tokens header. */
+  offeredTokens: number;
   access: Access;
   upstream: UpstreamSettings;
   rewriter: ToolRewriter;
@@ -42,6 +47,8 @@ export interface SearchRoundResult {
   forwarded: string[];
   /** Search calls the proxy answered. */
   searches: number;
+  /** Prompt tokens of the tool definitions in the last upstream call, the search tool included. */
+  tokens: number;
   /** Responses API: the id of the response the caller got. */
   responseId?: string;
 }
@@ -60,6 +67,7 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
   const searchTool = searchToolDefinition(api, settings.toolName);
   let body = input.body;
   let searches = 0;
+  let tokens: number;
   // Set by the reader factory, which runs inside forwardRequest.
   const last = {} as { reader?: SearchTurnReader };
   for (let round = 0; ; round++) {
@@ -68,18 +76,22 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     res.setHeader('x-toolrouter-search-calls', String(searches));
     last.reader = undefined;
     const sent = { ...body, tools: [...tools, searchTool] };
-    const turn = await forwardRequest(req, res, JSON.stringify(sent), upstream, log, intercept ? (answer) => (last.reader = searchTurnReader(api, settings.toolName, answer)) : undefined);
+    tokens = totalTokens(sent.tools);
+    res.setHeader(TOKENS_HEADER, tokensHeader(tokens, input.offeredTokens));
+    const reader = intercept ? (answer: globalThis.Response) => (last.reader = searchTurnReader(api, settings.toolName, answer)) : undefined;
+    const turn = await llmSpan({ api, model: body.model, url: upstream.url, round }, () => forwardRequest(req, res, JSON.stringify(sent), upstream, log, reader));
     if (turn === undefined) break;
     const final = round + 1 >= settings.rounds;
     const answers = new Map<string, string>();
     for (const call of turn.calls) {
       searches++;
-      answers.set(call.callId, await answerSearch(call, { request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round }));
+      const context = { request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round };
+      answers.set(call.callId, await chatSearchCallSpan({ api, round }, () => answerSearch(call, context)));
     }
     body = continuation(api, sent, turn, answers);
   }
   const responseId = (last.reader as SearchTurnReader | undefined)?.responseId;
-  return { forwarded, searches, ...(responseId ? { responseId } : {}) };
+  return { forwarded, searches, tokens, ...(responseId ? { responseId } : {}) };
 }
 
 interface AnswerContext {

@@ -3,10 +3,25 @@ import { redisForm } from '../redis/settings.js';
 import { reserveStdoutForProtocol, serveStdio } from '../mcp/stdio.js';
 import { checkListenAddress, createToolrouter, listen } from '../server.js';
 import { gracefulShutdown } from '../shutdown.js';
+import { startTelemetry, type Telemetry } from '../telemetry/tracing.js';
+import { TelemetrySettingsError } from '../telemetry/settings.js';
+import { packageVersion } from '../package-root.js';
+import type { Logger } from 'pino';
 import { startConfig, starting, StartupError, type StartOptions } from './startup.js';
+
+/** Tracing, when the OTEL_* environment asks for it; started before the router so every span has a provider. */
+export async function startTracing(defaultServiceName: string, log: Logger): Promise<Telemetry | undefined> {
+  try {
+    return await startTelemetry({ defaultServiceName, version: packageVersion(), log });
+  } catch (error) {
+    if (error instanceof TelemetrySettingsError) throw new StartupError(`invalid tracing settings: ${error.message}`);
+    throw error;
+  }
+}
 
 export async function serve(options: StartOptions): Promise<void> {
   const { config, log } = startConfig(options);
+  const telemetry = await startTracing('toolrouter', log);
   const { router, server } = await starting(async () => {
     checkListenAddress(config);
     const router = await createToolrouter(config, { log });
@@ -14,7 +29,8 @@ export async function serve(options: StartOptions): Promise<void> {
   });
   // In-flight requests finish first; then MCP sessions, upstream connections (child processes) and Redis close.
   const shutdown = gracefulShutdown(server, () => router.close(), { timeoutMs: config.shutdownTimeoutMs, log: router.log });
-  const stop = () => void shutdown().then((code) => process.exit(code));
+  // Spans still buffered are exported before the process ends.
+  const stop = () => void shutdown().then(async (code) => (await telemetry?.shutdown(), process.exit(code)));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 }
@@ -22,6 +38,7 @@ export async function serve(options: StartOptions): Promise<void> {
 export async function stdio(options: StartOptions): Promise<void> {
   reserveStdoutForProtocol();
   const { config, log } = startConfig(options);
+  await startTracing('toolrouter', log);
   await serveStdio(await starting(() => createToolrouter(config, { log })));
 }
 

@@ -20,6 +20,8 @@ import { keyRoutes } from './routes/keys.js';
 import { SEARCH_PATH, searchRoute } from './routes/search.js';
 import { consoleRoutes } from './routes/console.js';
 import { tuningRoutes, type TuningDependencies } from './routes/tuning.js';
+import { httpServerSpan } from '../telemetry/spans.js';
+import { tracing } from '../telemetry/tracing.js';
 
 export interface AppDependencies {
   catalog: Catalog;
@@ -82,7 +84,8 @@ export function createApp(deps: AppDependencies): Express {
     });
     next();
   };
-  const everyRequest: RequestHandler[] = [requestLog(deps.log), countRequest];
+  // The server span comes first so the rest of the chain runs inside it; without tracing it is not mounted at all.
+  const everyRequest: RequestHandler[] = [...(tracing.enabled ? [httpServerSpan as RequestHandler] : []), requestLog(deps.log), countRequest];
   // Before auth and before any body is read: a rebound page gets nothing, not even a 401.
   if (deps.hostCheck) everyRequest.push(hostCheck(deps.hostCheck));
   if (deps.auth) everyRequest.push(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: deps.proxy }));

@@ -21,6 +21,8 @@ import type { StartupGate, UpstreamNotes } from './startup.js';
 import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { SearchLedger } from './feedback-capture.js';
+import { mcpClientToolSpan } from '../telemetry/spans.js';
+import type { McpTokenAccounting } from './token-accounting.js';
 
 export interface GatewaySettings {
   /**
@@ -84,6 +86,8 @@ export interface GatewayEvents {
 export class McpGateway extends EventEmitter<GatewayEvents> {
   /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/feedback-capture.ts). */
   feedback: FeedbackRecorder | undefined;
+  /** Tool-definition tokens listed vs served, per caller (set by the assembly when there are metrics). */
+  tokens: McpTokenAccounting | undefined;
   /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
   readonly searches: SearchLedger;
   private lastSignature: string;
@@ -252,6 +256,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       tools = this.unfilteredList(access);
     }
     const page = tools.slice(offset, offset + this.settings.pageSize);
+    this.tokens?.listed(access, page, query === undefined && offset === 0 ? this.catalog.snapshot() : undefined, () => this.callableEntries(access));
     const next = offset + page.length;
     return next < tools.length ? { tools: page, nextCursor: encodeCursor(next, query) } : { tools: page };
   }
@@ -304,7 +309,9 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       throw new GatewayError('invalid_arguments', `invalid arguments for "${name}": ${problems.join('; ')}`);
     }
     return this.forwarding(() =>
-      this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal, onProgress: options.onProgress }),
+      mcpClientToolSpan({ name, server: entry.server ?? entry.source, arguments: args }, (meta) =>
+        this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal, onProgress: options.onProgress, meta }),
+      ),
     );
   }
 

@@ -12,6 +12,7 @@ import { mcpHttpFace, type McpHttpFace } from './http.js';
 import { StartupGate } from './startup.js';
 import type { McpSettings } from './settings.js';
 import { UpstreamManager, type UpstreamStatus } from './upstream.js';
+import { McpTokenAccounting } from './token-accounting.js';
 
 /** The configuration slices the MCP gateway reads, handed in by the assembly (src/server.ts). */
 export interface McpConfig {
@@ -76,6 +77,7 @@ export function createMcpFaces(deps: {
     startup,
   );
   gateway.feedback = deps.feedback;
+  if (deps.metrics) gateway.tokens = new McpTokenAccounting(deps.metrics);
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);

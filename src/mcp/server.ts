@@ -24,6 +24,7 @@ import type { UpstreamNotes } from './startup.js';
 import type { FeaturesChange, UpstreamProgress } from './upstream.js';
 import { IMPLEMENTATION } from './version.js';
 import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
+import { mcpServerToolSpan } from '../telemetry/spans.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -190,6 +191,10 @@ export async function callTool(
   feedback: McpFeedback,
   log: Logger,
 ): Promise<CallToolResult> {
+  return mcpServerToolSpan({ name: params.name, arguments: params.arguments, meta: params._meta }, () => answerToolCall(gateway, params, context, access, feedback, log));
+}
+
+async function answerToolCall(...[gateway, params, context, access, feedback, log]: Parameters<typeof callTool>): Promise<CallToolResult> {
   const { name, arguments: args } = params;
   const { searchToolName, callToolName } = gateway.settings;
   const through = gateway.isVirtual(name, access) && name === callToolName;
@@ -237,6 +242,7 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
   try {
     await gateway.startup();
     const tools = await gateway.search(query, topK, access);
+    gateway.tokens?.served(access, tools);
     const notes = gateway.upstreamNotes(access);
     // Present when feedback is on: a later call_tool may carry it, so the pairing needs no session.
     const searchId = feedback.searched(query, tools);

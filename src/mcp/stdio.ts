@@ -2,6 +2,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { serveStdio as serveModernStdio } from '@modelcontextprotocol/server/stdio';
+import { inspect, type InspectOptions } from 'node:util';
 import type { Logger } from 'pino';
 import { Access } from '../auth/access.js';
 import type { McpGateway } from './gateway.js';
@@ -18,6 +19,8 @@ export function reserveStdoutForProtocol(): void {
   console.log = toStderr;
   console.info = toStderr;
   console.debug = toStderr;
+  // OTEL_TRACES_EXPORTER=console prints spans with console.dir.
+  console.dir = (item: unknown, options?: InspectOptions) => console.error(inspect(item, options));
 }
 
 /** `_meta` key by which a 2026-07-28 message names its revision (the per-request envelope). */

@@ -90,6 +90,8 @@ export interface UpstreamCallOptions {
   signal?: AbortSignal;
   /** Asks the upstream for progress notifications (a progress token of our own) and receives them. */
   onProgress?: (progress: UpstreamProgress) => void;
+  /** Sent as the request's `_meta` (the trace context, src/telemetry/spans.ts mcpClientToolSpan). */
+  meta?: Record<string, string>;
 }
 
 /** Resources or prompts a server offers changed (it connected, went down, or re-listed), or a subscribed resource did. */
@@ -346,7 +348,7 @@ export class UpstreamConnection {
       const transform = this.transformOf.get(qualifiedName);
       const upstreamArgs = transform ? mapArguments(transform, args) : args;
       return await client.request(
-        { method: 'tools/call', params: { name: upstreamName, ...(upstreamArgs === undefined ? {} : { arguments: upstreamArgs }) } },
+        { method: 'tools/call', params: { name: upstreamName, ...(upstreamArgs === undefined ? {} : { arguments: upstreamArgs }), ...(options.meta ? { _meta: options.meta } : {}) } },
         CallToolResultSchema as never,
         {
           timeout: options.timeoutMs,

@@ -19,6 +19,7 @@ import {
   type FusionWeights,
 } from './fusion.js';
 import { DEFAULT_RERANK_SETTINGS, rerankCandidates, type Reranker, type RerankSettings } from './rerank.js';
+import { embeddingSpan, searchSpan } from '../telemetry/spans.js';
 
 export const SEARCH_MODES = ['hybrid', 'bm25', 'vector', 'regex'] as const;
 export type SearchMode = (typeof SEARCH_MODES)[number];
@@ -132,7 +133,7 @@ export interface SearchResponse {
 
 /** The query's embedding; undefined for a query of only unknown words, which says nothing about similarity. */
 export async function queryEmbedding(embedder: Embedder, query: string, signal?: AbortSignal): Promise<Float32Array | undefined> {
-  const [vector] = await embedder.embed([query], { role: 'query', ...(signal ? { signal } : {}) });
+  const [vector] = await embeddingSpan(embedder, 1, () => embedder.embed([query], { role: 'query', ...(signal ? { signal } : {}) }));
   return vector && vector.some((value) => value !== 0) ? vector : undefined;
 }
 
@@ -213,7 +214,7 @@ export class SearchService {
   async search(request: SearchRequest): Promise<SearchResponse> {
     const { query, mode } = this.parse(request);
     const stopTimer = this.metrics?.searchDuration.startTimer({ mode });
-    const response = await this.answer(query, mode, request);
+    const response = await searchSpan({ mode, topK: request.topK, query }, () => this.answer(query, mode, request));
     stopTimer?.();
     this.metrics?.searchResults.observe({ mode }, response.results.length);
     return response;

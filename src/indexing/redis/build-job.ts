@@ -16,6 +16,8 @@ export interface BuildJobData {
   model: string;
   /** Build even when an artifact for this snapshot exists (POST /v1/index/rebuild). */
   force?: boolean;
+  /** W3C trace context of the request that changed the catalog, when tracing is on: the worker's build span is its child. */
+  trace?: Record<string, string>;
 }
 
 export type BuildJobResult =

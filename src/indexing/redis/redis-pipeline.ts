@@ -10,6 +10,7 @@ import type { IndexManager, IndexPipeline } from '../manager.js';
 import { ArtifactStore, type IndexEvent } from './artifact-store.js';
 import type { BuildJobData } from './build-job.js';
 import { DEFAULT_RETENTION, registerAndTrim, type Retention } from './retention.js';
+import { jobTraceContext } from '../../telemetry/spans.js';
 
 export interface RedisPipelineOptions {
   /** The process's Redis bus: its command connection also carries the BullMQ queue, its subscriber the swap events. */
@@ -213,7 +214,7 @@ export class RedisIndexPipeline implements IndexPipeline {
     } else {
       await this.queue.add(
         'build',
-        { catalogHash: snapshot.catalogHash, version, model, ...(force ? { force } : {}) },
+        { catalogHash: snapshot.catalogHash, version, model, ...(force ? { force } : {}), ...jobTraceContext() },
         {
           // A forced rebuild must not collapse into a finished job for the same catalog.
           jobId: force ? `${snapshot.catalogHash}-rebuild-${version}` : snapshot.catalogHash,

@@ -9,6 +9,7 @@ import type { HnswSettings, LexicalSettings, QueueSettings } from '../settings.j
 import { ArtifactStore } from './artifact-store.js';
 import { runBuildJob, type BuildJobData, type BuildJobResult } from './build-job.js';
 import { RedisEmbeddingCache } from './embedding-cache.js';
+import { indexBuildSpan } from '../../telemetry/spans.js';
 
 /** What `startIndexWorker` takes: its slices of the configuration, handed in by the worker process's assembly. */
 export interface IndexWorkerOptions {
@@ -55,7 +56,7 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
     keys.indexQueue,
     async (job: Job<BuildJobData>) => {
       log.info({ jobId: job.id, catalogHash: job.data.catalogHash, version: job.data.version, attempt: job.attemptsMade + 1 }, 'index build started');
-      const result = await runBuildJob(job.data, deps);
+      const result = await indexBuildSpan({ id: job.id, ...job.data, attempt: job.attemptsMade + 1 }, () => runBuildJob(job.data, deps));
       log.info({ jobId: job.id, ...result }, 'index build finished');
       if (options.metrics) recordBuild(options.metrics, result);
       return result;
