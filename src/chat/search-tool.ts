@@ -1,4 +1,5 @@
 import { toolLabel } from './rewrite.js';
+import { SseJsonReader } from './sse.js';
 import type { TurnReader } from './proxy.js';
 import type { Api, RequestTool } from './tool-request.js';
 
@@ -145,34 +146,19 @@ class JsonReader implements SearchTurnReader {
   }
 }
 
-/** Splits SSE bytes into the JSON of each event's data lines (`[DONE]` and non-JSON data are skipped). */
+/** Reads SSE bytes as events (src/chat/sse.ts) and decides, event by event, whether the turn is a search. */
 abstract class SseReader implements SearchTurnReader {
   responseId?: string;
-  private readonly decoder = new TextDecoder();
-  private buffer = '';
+  private readonly events = new SseJsonReader((event) => {
+    if (this.event(event.data) === 'pass' && !this.searching) this.passed = true;
+  });
+  private passed = false;
   /** The search tool is being called: hold the turn to its end. */
   protected searching = false;
 
   push(chunk: Uint8Array): 'hold' | 'pass' {
-    this.buffer += this.decoder.decode(chunk, { stream: true });
-    const events = this.buffer.split(/\r?\n\r?\n/);
-    this.buffer = events.pop() ?? '';
-    for (const event of events) {
-      const data = event
-        .split(/\r?\n/)
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(5).trimStart())
-        .join('\n');
-      if (data === '' || data === '[DONE]') continue;
-      let json: unknown;
-      try {
-        json = JSON.parse(data);
-      } catch {
-        continue;
-      }
-      if (this.event(json as Record<string, unknown>) === 'pass' && !this.searching) return 'pass';
-    }
-    return 'hold';
+    this.events.push(chunk);
+    return this.passed ? 'pass' : 'hold';
   }
 
   /** `pass` when this event shows the turn is not a search (only heeded before a search call was seen). */
