@@ -29,6 +29,11 @@ export interface TurnReader<T> {
   finish(): T | undefined;
 }
 
+export interface ForwardHooks<T> {
+  reader?: (answer: globalThis.Response) => TurnReader<T> | undefined;
+  observe?: (answer: globalThis.Response) => { push(chunk: Uint8Array): void } | undefined;
+}
+
 /** Most bytes of one upstream turn held back while deciding; a longer turn goes to the caller as it is. */
 const MAX_HELD_BYTES = 16 * 1024 * 1024;
 
@@ -75,7 +80,8 @@ export function chatCompletionsUrl(base: string, incomingUrl: string): string {
  * the body is streaming, a failure can only cut the connection, which clients see as a truncated stream.
  *
  * With a `reader`, a successful answer is first shown to it: a turn it takes is returned and nothing is sent to the
- * caller (the proxy answers that turn itself and asks the upstream again); any other is sent on unchanged.
+ * caller (the proxy answers that turn itself and asks the upstream again); any other is sent on unchanged. With an
+ * `observe`r, a successful answer that goes to the caller is shown to it too, every byte as it is passed on.
  */
 export async function forwardRequest<T>(
   req: Request,
@@ -83,7 +89,7 @@ export async function forwardRequest<T>(
   body: Uint8Array | string | undefined,
   upstream: UpstreamSettings,
   log: Logger,
-  reader?: (answer: globalThis.Response) => TurnReader<T> | undefined,
+  { reader, observe }: ForwardHooks<T> = {},
 ): Promise<T | undefined> {
   const controller = new AbortController();
   let timedOut = false;
@@ -157,11 +163,16 @@ export async function forwardRequest<T>(
       return undefined;
     }
     res.flushHeaders();
+    const observer = answer.ok ? observe?.(answer) : undefined;
     async function* rest(): AsyncGenerator<Uint8Array> {
-      yield* held;
+      for (const chunk of held) {
+        observer?.push(chunk);
+        yield chunk;
+      }
       while (!ended) {
         const { done, value } = await chunks!.read();
         if (done) return;
+        observer?.push(value);
         yield value;
       }
     }

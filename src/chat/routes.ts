@@ -12,6 +12,7 @@ import { ToolRewriter, type Rewrite, type RewriteOptions } from './rewriter.js';
 import { forwardWithSearch } from './search-rounds.js';
 import { searchToolDefinition, searchToolName } from './search-tool.js';
 import { StickySelections, type ConversationKeys } from './sticky.js';
+import { chatShape, responsesShape, type AnswerReader, type ConversationShape } from './answers.js';
 import { ToolIndexCache } from './tool-index-cache.js';
 import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
 import { ChatFeedback, conversationSteps } from './feedback-capture.js';
@@ -31,6 +32,7 @@ export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, RESPONSES_PATH, REWRI
 const MAX_K = 1_000;
 
 const PARSERS: Record<Api, (body: unknown) => ToolRequest> = { chat: parseChatRequest, responses: parseResponsesRequest };
+const CONVERSATION_SHAPES: Record<Api, ConversationShape> = { chat: chatShape, responses: responsesShape };
 const WHAT: Record<Api, string> = { chat: 'chat completion request', responses: 'Responses API request' };
 
 /** The configuration slices the chat face reads, handed in by the assembly (src/server.ts). */
@@ -103,10 +105,14 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     const upstream = { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs };
     const kept = decision.kept.map((tool) => tool.name);
+    // What the caller is answered identifies the conversation's next turn (src/chat/sticky.ts).
+    const shape = CONVERSATION_SHAPES[api];
+    let answer: AnswerReader | undefined;
+    const observe = (reply: globalThis.Response) => (answer = shape.reader(reply));
     if (body === undefined || searchTool === undefined) {
       // Unchanged requests go upstream as the very bytes the caller sent.
-      await forwardRequest(req, res, body === undefined ? rawBytes(req, request) : JSON.stringify(body), upstream, log);
-      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept);
+      await forwardRequest(req, res, body === undefined ? rawBytes(req, request) : JSON.stringify(body), upstream, log, { observe });
+      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept, (answer as AnswerReader | undefined)?.finish());
       return;
     }
     const result = await forwardWithSearch({
@@ -128,8 +134,9 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
         maxQueryLength: config.search.maxQueryLength,
       },
       log,
+      observe,
     });
-    sticky.set(keys, result.forwarded, result.responseId);
+    sticky.set(keys, result.forwarded, (answer as AnswerReader | undefined)?.finish(), result.responseId);
   };
 
   /**
@@ -140,7 +147,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
   const prepare = async (req: Request, res: Response, request: ToolRequest): Promise<{ rewrite: Rewrite; searchTool?: string; keys: ConversationKeys }> => {
     const access = accessOf(res);
     const options = rewriteOptions(req, res, config.chat.k);
-    const keys = sticky.keys(request, access.scope);
+    const keys = sticky.keys(request, CONVERSATION_SHAPES[request.api], access.scope);
     const n = request.body.n;
     // The search tool needs a turn it can read (one choice), a model allowed to call tools, and a key allowed to search.
     const searchable =

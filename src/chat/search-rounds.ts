@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import type { Metrics } from '../metrics.js';
-import { forwardRequest, type UpstreamSettings } from './proxy.js';
+import { forwardRequest, type ForwardHooks, type UpstreamSettings } from './proxy.js';
 import type { ToolRewriter } from './rewriter.js';
 import { continuation, searchToolDefinition, searchTurnReader, type SearchCall, type SearchTurnReader } from './search-tool.js';
 import { toolLabel } from './rewrite.js';
@@ -35,6 +35,8 @@ export interface SearchRoundInput {
   log: Logger;
   /** The router's metrics (search-tool calls by result); without it nothing is counted. */
   metrics?: Pick<Metrics, 'chatSearchCalls'>;
+  /** Shown the answer that goes to the caller (src/chat/proxy.ts ForwardHooks). */
+  observe?: ForwardHooks<unknown>['observe'];
 }
 
 export interface SearchRoundResult {
@@ -68,7 +70,10 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     res.setHeader('x-toolrouter-search-calls', String(searches));
     last.reader = undefined;
     const sent = { ...body, tools: [...tools, searchTool] };
-    const turn = await forwardRequest(req, res, JSON.stringify(sent), upstream, log, intercept ? (answer) => (last.reader = searchTurnReader(api, settings.toolName, answer)) : undefined);
+    const turn = await forwardRequest(req, res, JSON.stringify(sent), upstream, log, {
+      ...(intercept ? { reader: (answer: globalThis.Response) => (last.reader = searchTurnReader(api, settings.toolName, answer)) } : {}),
+      ...(input.observe ? { observe: input.observe } : {}),
+    });
     if (turn === undefined) break;
     const final = round + 1 >= settings.rounds;
     const answers = new Map<string, string>();

@@ -179,7 +179,8 @@ describe('sticky selection', () => {
       const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages, tools: TOOLS });
       assert.equal(answer.status, 200);
       forwarded.push(chatNames(llm.received.at(-1)!.json.tools).filter((name) => name !== 'search_tools'));
-      messages.push({ role: 'assistant', content: 'Done.' });
+      // The caller carries the answer it got: that is what makes the next request this conversation's next turn.
+      messages.push(answer.json.choices[0].message);
     }
     for (let turn = 1; turn < forwarded.length; turn++) {
       assert.deepEqual(forwarded[turn]!.slice(0, forwarded[turn - 1]!.length), forwarded[turn - 1], `turn ${turn + 1}: ${forwarded[turn]!.join(', ')}`);
@@ -190,6 +191,62 @@ describe('sticky selection', () => {
     // Another conversation starts from nothing.
     await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user(turns[1]!)], tools: TOOLS });
     assert.ok(!chatNames(llm.received.at(-1)!.json.tools).includes('gmail__send_email'));
+  });
+
+  const MANY = syntheticTools(120).map(asFunction);
+  const reasons = (decision: any) => decision.kept.map((tool: any) => tool.reason);
+
+  it('chat: conversations that open with the same words stay apart; a true continuation stays sticky (issue 28)', async () => {
+    const counts: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user('hi')], tools: MANY });
+      assert.equal(answer.status, 200);
+      counts.push(answer.headers.get('x-toolrouter-tools')!);
+    }
+    assert.deepEqual(new Set(counts).size, 1, `each new conversation forwards the same: ${counts.join(' ')}`);
+    assert.ok(Number(counts[0]!.split('/')[0]) < MANY.length, `trimmed: ${counts[0]}`);
+    const dry = await post(`${api.url}/v1/tools/rewrite`, { messages: [user('hi')], tools: MANY });
+    assert.ok(!reasons(dry.json.decision).includes('sticky'), reasons(dry.json.decision).join(', '));
+
+    // The same opening answered differently, or an answer the upstream never gave, is not a continuation.
+    const forged = [user('hi'), { role: 'assistant', content: 'Something the model never said.' }, user('create an invoice in the billing system')];
+    const notOurs = await post(`${api.url}/v1/tools/rewrite`, { messages: forged, tools: MANY });
+    assert.ok(!reasons(notOurs.json.decision).includes('sticky'), reasons(notOurs.json.decision).join(', '));
+
+    // Streamed: the answer is read from the SSE as it passes.
+    llm.respond(sse(() => textChunks('Hello, how can I help?')));
+    const first = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user('hi')], tools: MANY, stream: true });
+    assert.equal(first.status, 200);
+    const turn1 = chatNames(llm.received.at(-1)!.json.tools).filter((name) => name !== 'search_tools');
+    const continued = [user('hi'), { role: 'assistant', content: 'Hello, how can I help?' }, user('create an invoice in the billing system')];
+    const next = await post(`${api.url}/v1/tools/rewrite`, { messages: continued, tools: MANY });
+    const sticky = next.json.decision.kept.filter((tool: any) => tool.reason === 'sticky').map((tool: any) => tool.name);
+    assert.deepEqual(sticky, turn1, 'the continuation keeps what its first turn was forwarded, first and in order');
+  });
+
+  it('Responses: the same opening stays apart; a continuation by its items or previous_response_id stays sticky (issue 28)', async () => {
+    const asResponses = MANY.map((tool) => ({ type: 'function', ...tool.function }));
+    const counts: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const answer = await post(`${api.url}/v1/responses`, { model: 'm', input: 'hi', tools: asResponses });
+      assert.equal(answer.status, 200);
+      counts.push(answer.headers.get('x-toolrouter-tools')!);
+    }
+    assert.equal(new Set(counts).size, 1, counts.join(' '));
+    const dry = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', input: 'hi', tools: asResponses });
+    assert.ok(!reasons(dry.json.decision).includes('sticky'));
+
+    llm.reset();
+    llm.respond(jsonBody(() => ({ ...responseObject('Hello from the model.'), id: 'resp_hi' })));
+    const input = [{ role: 'user', content: 'hi' }];
+    const first = await post(`${api.url}/v1/responses`, { model: 'm', input, tools: asResponses });
+    const turn1 = chatNames(llm.received[0]!.json.tools).filter((name) => name !== 'search_tools');
+    const items = [...input, ...first.json.output, { role: 'user', content: 'create an invoice in the billing system' }];
+    const byItems = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', input: items, tools: asResponses });
+    const stickyOf = (answer: any) => answer.json.decision.kept.filter((tool: any) => tool.reason === 'sticky').map((tool: any) => tool.name);
+    assert.deepEqual(stickyOf(byItems), turn1);
+    const byId = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', previous_response_id: 'resp_hi', input: 'create an invoice', tools: asResponses });
+    assert.deepEqual(stickyOf(byId), turn1);
   });
 
   it('follows a Responses conversation through previous_response_id', async () => {
