@@ -4,7 +4,7 @@ import type { Access } from '../auth/access.js';
 import type { Metrics } from '../metrics.js';
 import { forwardRequest, type ForwardHooks, type UpstreamSettings } from './proxy.js';
 import type { ToolRewriter } from './rewriter.js';
-import { continuation, searchToolDefinition, searchTurnReader, type SearchCall, type SearchTurnReader } from './search-tool.js';
+import { continuation, searchToolDefinition, searchTurnReader, type SearchAnswer, type SearchCall, type SearchTurnReader } from './search-tool.js';
 import { toolLabel } from './rewrite.js';
 import type { ToolRequest } from './tool-request.js';
 
@@ -17,6 +17,11 @@ export interface SearchRoundSettings {
   /** Most tools forwarded, the search tool included. */
   maxTools: number;
   maxQueryLength: number;
+  /**
+   * Anthropic's native mode: every tool is already in the request (the ones not kept deferred), so found tools are not
+   * added; the answer references them with `tool_reference` blocks, which the provider expands into their definitions.
+   */
+  native?: boolean;
 }
 
 export interface SearchRoundInput {
@@ -76,7 +81,7 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     });
     if (turn === undefined) break;
     const final = round + 1 >= settings.rounds;
-    const answers = new Map<string, string>();
+    const answers = new Map<string, SearchAnswer>();
     for (const call of turn.calls) {
       searches++;
       answers.set(call.callId, await answerSearch(call, { request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round }));
@@ -103,7 +108,7 @@ interface AnswerContext {
 }
 
 /** The tool result the model reads: the tools it may now call, or why there are none. */
-async function answerSearch(call: SearchCall, context: AnswerContext): Promise<string> {
+async function answerSearch(call: SearchCall, context: AnswerContext): Promise<SearchAnswer> {
   const { request, access, rewriter, settings, log, metrics, tools, forwarded } = context;
   const api = request.api;
   let args: { query?: unknown; top_k?: unknown } | undefined;
@@ -119,13 +124,14 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
     return JSON.stringify({ error: `Call ${settings.toolName} with {"query": "<what the tool should do>"}.${lastNote}` });
   }
   const asked = typeof args?.top_k === 'number' && Number.isInteger(args.top_k) ? args.top_k : settings.topK;
-  const room = settings.maxTools - 1 - tools.length;
+  // Native mode adds no definitions, so the cap does not bound what a search finds.
+  const room = settings.native ? Number.POSITIVE_INFINITY : settings.maxTools - 1 - tools.length;
   const topK = Math.max(0, Math.min(asked, settings.topK, room));
   let found: ReturnType<typeof toolSummary>[];
   try {
     const hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
     for (const tool of hits) {
-      tools.push(tool.definition);
+      if (!settings.native) tools.push(tool.definition);
       forwarded.push(toolLabel(tool));
     }
     found = hits.map(toolSummary);
@@ -136,6 +142,8 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
   }
   metrics?.chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
   log.info({ api, round: context.round, query, found: found.map((tool) => tool.name) }, 'search tool answered');
+  // tool_reference blocks are the whole answer: the provider turns each into the tool's definition.
+  if (settings.native && found.length > 0) return found.map((tool) => ({ type: 'tool_reference', tool_name: tool.name }));
   const note =
     found.length > 0
       ? 'These tools are now available: call them directly.'

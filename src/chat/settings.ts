@@ -39,6 +39,20 @@ export const chatSettingsSchema = z
     failOpen: z.boolean().default(true),
     /** With ADMIN_KEY set, proxy requests need a toolrouter key (x-toolrouter-key); off, they go through without one. */
     requireKey: z.boolean().default(true),
+    /** Sent to the Anthropic upstream as `x-api-key` instead of the caller's key (env UPSTREAM_ANTHROPIC_KEY). */
+    anthropicUpstreamKey: z.string().min(1).optional(),
+    /**
+     * Provider-native tool search on `/v1/messages` (per request: `x-toolrouter-native: on|off|auto`). `off`: tools the
+     * routing does not keep are removed (trim). `auto`: for models in `nativeModels`, every tool is forwarded and those
+     * not kept carry `defer_loading: true`; the proxy's search tool answers with `tool_reference` blocks, which the
+     * provider expands. Other models are trimmed.
+     */
+    native: z.enum(['off', 'auto']).default('off'),
+    /**
+     * Model name prefixes that support deferred tool loading (Anthropic documents tool search for Claude Sonnet 4 and
+     * Opus 4 and later, not Haiku).
+     */
+    nativeModels: z.array(z.string().min(1)).max(1_000).default(['claude-opus-4', 'claude-sonnet-4', 'claude-opus-5', 'claude-sonnet-5']),
   })
   .prefault({});
 
