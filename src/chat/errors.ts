@@ -93,7 +93,7 @@ const ANTHROPIC_TYPES: Record<number, string> = {
   429: 'rate_limit_error',
   500: 'api_error',
   502: 'api_error',
-  503: 'overloaded_error',
+  503: 'api_error',
   504: 'timeout_error',
   529: 'overloaded_error',
 };

@@ -49,10 +49,13 @@ export const chatSettingsSchema = z
      */
     native: z.enum(['off', 'auto']).default('off'),
     /**
-     * Model name prefixes that support deferred tool loading (Anthropic documents tool search for Claude Sonnet 4 and
-     * Opus 4 and later, not Haiku).
+     * Model name prefixes that support deferred tool loading: Anthropic documents tool search for Claude Sonnet and
+     * Opus from 4.5 on (and the models after them), not for Haiku models.
      */
-    nativeModels: z.array(z.string().min(1)).max(1_000).default(['claude-opus-4', 'claude-sonnet-4', 'claude-opus-5', 'claude-sonnet-5']),
+    nativeModels: z
+      .array(z.string().min(1))
+      .max(1_000)
+      .default(['claude-sonnet-4-5', 'claude-sonnet-4-6', 'claude-opus-4-5', 'claude-opus-4-6', 'claude-opus-4-7', 'claude-opus-4-8', 'claude-sonnet-5', 'claude-opus-5', 'claude-mythos']),
   })
   .prefault({});
 
