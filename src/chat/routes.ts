@@ -11,7 +11,7 @@ import { parseChatRequest } from './request.js';
 import { parseResponsesRequest } from './responses.js';
 import { ToolRewriter, type Rewrite, type RewriteOptions } from './rewriter.js';
 import { forwardWithSearch } from './search-rounds.js';
-import { searchToolDefinition, searchToolName } from './search-tool.js';
+import { CLIENT_TOOL_SEARCH, searchToolDefinition, searchToolName } from './search-tool.js';
 import { StickySelections, type ConversationKeys } from './sticky.js';
 import { anthropicShape, chatShape, responsesShape, type AnswerReader, type ConversationShape } from './answers.js';
 import { ToolIndexCache } from './tool-index-cache.js';
@@ -202,12 +202,9 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     // Only a request that lost tools needs a way back to them.
     const trimmed = rewrite.body !== undefined && rewrite.decision.mode === 'request' && rewrite.decision.dropped.length > 0;
     const withSearch = searchable && trimmed;
-    return {
-      rewrite,
-      keys,
-      native: withSearch && nativeMode(req, request, config.chat),
-      ...(withSearch ? { searchTool: searchToolName(request.tools, config.chat.searchToolName) } : {}),
-    };
+    const native = withSearch && nativeMode(req, request, config.chat);
+    const name = native && request.api === 'responses' ? CLIENT_TOOL_SEARCH : searchToolName(request.tools, config.chat.searchToolName);
+    return { rewrite, keys, native, ...(withSearch ? { searchTool: name } : {}) };
   };
   router.post(CHAT_COMPLETIONS_PATH, rawBody, proxy('chat'));
   router.post(RESPONSES_PATH, rawBody, proxy('responses'));
@@ -270,12 +267,13 @@ function withSearchTool(body: Record<string, unknown>, api: Api, name: string): 
 }
 
 /**
- * Native mode (Anthropic's deferred tool loading): the kept tools first, as the rewrite ordered them, then every other
+ * Native mode (Anthropic's and OpenAI's deferred tool loading): the kept tools first, as the rewrite ordered them, then every other
  * tool of the request, in its order, with `defer_loading: true`. Deferred definitions stay out of the model's context
  * (and its cached prefix) until the search tool's answer references them.
  */
 export function deferredBody(request: ToolRequest, body: Record<string, unknown>): Record<string, unknown> {
   const kept = (body.tools as Record<string, unknown>[] | undefined) ?? [];
+  // Anthropic's and Responses' function tools both carry their name at the top level.
   const keptNames = new Set(kept.map((tool) => tool.name));
   const deferred = request.tools.filter((tool) => tool.function && !keptNames.has(tool.function.name)).map((tool) => ({ ...tool.definition, defer_loading: true }));
   return { ...body, tools: [...kept, ...deferred] };
@@ -283,10 +281,12 @@ export function deferredBody(request: ToolRequest, body: Record<string, unknown>
 
 /**
  * Whether this request uses native mode: `x-toolrouter-native` (`on`, `off`, `auto`) or chat.native; `auto` only for
- * models listed in chat.nativeModels. Anthropic's Messages API only.
+ * models listed in chat.nativeModels. Anthropic's Messages API, and the Responses API unless the request brings its
+ * own `tool_search` tool (one per request); chat completions have no deferred loading.
  */
 function nativeMode(req: Request, request: ToolRequest, settings: Pick<ChatSettings, 'native' | 'nativeModels'>): boolean {
-  if (request.api !== 'anthropic') return false;
+  if (request.api === 'chat') return false;
+  if (request.api === 'responses' && request.tools.some((tool) => tool.definition.type === 'tool_search')) return false;
   const header = req.get('x-toolrouter-native')?.trim().toLowerCase();
   if (header !== undefined && !['on', 'off', 'auto'].includes(header)) {
     throw invalidRequest(`Header x-toolrouter-native must be on, off or auto, got "${header}".`, 'x-toolrouter-native', 'invalid_header');

@@ -128,8 +128,9 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<S
   const room = settings.native ? Number.POSITIVE_INFINITY : settings.maxTools - 1 - tools.length;
   const topK = Math.max(0, Math.min(asked, settings.topK, room));
   let found: ReturnType<typeof toolSummary>[];
+  let hits: Awaited<ReturnType<ToolRewriter['findRequestTools']>>;
   try {
-    const hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
+    hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
     for (const tool of hits) {
       if (!settings.native) tools.push(tool.definition);
       forwarded.push(toolLabel(tool));
@@ -142,8 +143,11 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<S
   }
   metrics?.chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
   log.info({ api, round: context.round, query, found: found.map((tool) => tool.name) }, 'search tool answered');
-  // tool_reference blocks are the whole answer: the provider turns each into the tool's definition.
-  if (settings.native && found.length > 0) return found.map((tool) => ({ type: 'tool_reference', tool_name: tool.name }));
+  if (settings.native && found.length > 0) {
+    // Anthropic: tool_reference blocks, which the provider expands into the deferred tools. OpenAI: the definitions,
+    // loaded by a tool_search_output item.
+    return api === 'anthropic' ? found.map((tool) => ({ type: 'tool_reference', tool_name: tool.name })) : hits.map((tool) => tool.definition);
+  }
   const note =
     found.length > 0
       ? 'These tools are now available: call them directly.'

@@ -31,7 +31,14 @@ export function searchToolName(tools: readonly RequestTool[], configured: string
   for (let suffix = 2; ; suffix++) if (!taken.has(`${configured}_${suffix}`)) return `${configured}_${suffix}`;
 }
 
+/**
+ * The search tool's name in Responses native mode: OpenAI's client-executed `tool_search` tool, which has no name of
+ * its own. Parentheses cannot appear in a function's name, so no request tool can clash with it.
+ */
+export const CLIENT_TOOL_SEARCH = '(tool_search)';
+
 export function searchToolDefinition(api: Api, name: string): Record<string, unknown> {
+  if (name === CLIENT_TOOL_SEARCH) return { type: 'tool_search', execution: 'client', description: DESCRIPTION, parameters: PARAMETERS };
   if (api === 'anthropic') return { name, description: DESCRIPTION, input_schema: PARAMETERS };
   return api === 'chat'
     ? { type: 'function', function: { name, description: DESCRIPTION, parameters: PARAMETERS } }
@@ -85,7 +92,11 @@ export function continuation(api: Api, body: Record<string, unknown>, turn: Sear
     return { ...body, messages: [...(body.messages as unknown[]), ...turn.items, ...results] };
   }
   const input = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : ((body.input as unknown[] | undefined) ?? []);
-  const results = turn.allCallIds.map((id) => ({ type: 'function_call_output', call_id: id, output: textOf(answers.get(id)) }));
+  // A client-executed tool search is answered with the definitions it loads (OpenAI's tool_search_output).
+  const results = turn.allCallIds.map((id) => {
+    const answer = answers.get(id);
+    return Array.isArray(answer) ? { type: 'tool_search_output', call_id: id, execution: 'client', tools: answer } : { type: 'function_call_output', call_id: id, output: textOf(answer) };
+  });
   return { ...body, input: [...input, ...turn.items, ...results] };
 }
 
@@ -146,13 +157,19 @@ function responsesTurn(json: unknown, name: string): SearchTurn | undefined {
  * them, which only a stored response could resolve); reasoning and other items stay out for the same reason.
  */
 function responsesSearchTurn(output: readonly Record<string, unknown>[], name: string): SearchTurn | undefined {
-  const calls = output.filter((item) => item.type === 'function_call' && typeof item.call_id === 'string' && typeof item.name === 'string');
-  const search = calls.filter((item) => item.name === name);
+  const isClientSearch = (item: Record<string, unknown>) => item.type === 'tool_search_call' && item.execution === 'client' && typeof item.call_id === 'string';
+  const calls = output.filter((item) => (item.type === 'function_call' && typeof item.call_id === 'string' && typeof item.name === 'string') || isClientSearch(item));
+  const search = calls.filter((item) => (name === CLIENT_TOOL_SEARCH ? isClientSearch(item) : item.type === 'function_call' && item.name === name));
   if (search.length === 0) return undefined;
+  const args = (item: Record<string, unknown>) => (typeof item.arguments === 'string' ? item.arguments : JSON.stringify(item.arguments ?? {}));
   return {
-    calls: search.map((item) => ({ callId: item.call_id as string, arguments: typeof item.arguments === 'string' ? item.arguments : '' })),
+    calls: search.map((item) => ({ callId: item.call_id as string, arguments: args(item) })),
     allCallIds: calls.map((item) => item.call_id as string),
-    items: calls.map((item) => ({ type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments ?? '' })),
+    items: calls.map((item) =>
+      isClientSearch(item)
+        ? { type: 'tool_search_call', call_id: item.call_id, execution: 'client', arguments: item.arguments ?? {} }
+        : { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments ?? '' },
+    ),
   };
 }
 
@@ -251,8 +268,9 @@ class ResponsesStreamReader extends SseReader {
       const id = (json.response as { id?: unknown } | undefined)?.id;
       if (typeof id === 'string') this.responseId = id;
     } else if (json.type === 'response.output_item.added') {
-      const item = json.item as { type?: string; name?: string } | undefined;
-      if (item?.type === 'function_call' && item.name === this.name) this.searching = true;
+      const item = json.item as { type?: string; name?: string; execution?: string } | undefined;
+      const clientSearch = item?.type === 'tool_search_call' && item.execution === 'client';
+      if ((item?.type === 'function_call' && item.name === this.name) || (clientSearch && this.name === CLIENT_TOOL_SEARCH)) this.searching = true;
       else if (item?.type === 'function_call' || item?.type === 'message') return 'pass';
     } else if (json.type === 'response.completed') {
       const output = (json.response as { output?: unknown } | undefined)?.output;

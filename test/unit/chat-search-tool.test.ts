@@ -377,3 +377,74 @@ describe('fail-open', () => {
     }
   });
 });
+
+describe("native mode on the Responses API: OpenAI's client-executed tool_search", () => {
+  let llm: StandInLlm;
+  let api: RunningRouter;
+  const searchCall = (callId: string) => ({
+    ...responseObject(),
+    id: 'resp_search',
+    output: [{ type: 'tool_search_call', id: `ts_${callId}`, call_id: callId, execution: 'client', arguments: ASK, status: 'completed' }],
+  });
+
+  before(async () => {
+    llm = await startStandInLlm();
+    api = await startRouter({ upstreamLlmUrl: llm.url, chat: { k: 1, native: 'auto' } });
+  });
+  after(async () => {
+    await api.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  function assertLoaded(callId: string) {
+    const [first, second] = llm.received.map((request) => request.json);
+    assert.equal(first.tools.length, RESPONSES_TOOLS.length + 1, 'every tool and the tool_search tool');
+    assert.deepEqual(first.tools.at(-1).type, 'tool_search');
+    assert.equal(first.tools.at(-1).execution, 'client');
+    const loaded = first.tools.filter((tool: any) => tool.type === 'function' && tool.defer_loading !== true);
+    assert.equal(loaded.length, 1, chatNames(loaded).join(', '));
+    assert.ok(first.tools.some((tool: any) => tool.name === NEEDED && tool.defer_loading === true));
+    assert.deepEqual(second.tools, first.tools, 'the tools block does not change: what is found is loaded by the output item');
+    const [call, output] = second.input.slice(-2);
+    assert.deepEqual(call, { type: 'tool_search_call', call_id: callId, execution: 'client', arguments: ASK });
+    assert.equal(output.type, 'tool_search_output');
+    assert.equal(output.call_id, callId);
+    assert.equal(output.execution, 'client');
+    const needed = output.tools.find((tool: any) => tool.name === NEEDED);
+    assert.deepEqual(needed, RESPONSES_TOOLS.find((tool) => tool.name === NEEDED), 'the caller\'s own definition, loaded');
+  }
+
+  it('not streamed and streamed: defers the tools not kept and answers tool_search_call with tool_search_output', async () => {
+    llm.respond(scripted(jsonBody(() => searchCall('call_ts')), jsonBody(() => responseObject('Sunny.'))));
+    const plain = await post(`${api.url}/v1/responses`, { model: 'gpt-5.4', input: 'Email Hana the quarterly report summary.', tools: RESPONSES_TOOLS });
+    assert.equal(plain.status, 200, plain.raw.toString());
+    assert.deepEqual(plain.json, responseObject('Sunny.'));
+    assert.equal(plain.headers.get('x-toolrouter-native'), 'on');
+    assertLoaded('call_ts');
+
+    llm.reset();
+    const events = (() => {
+      const final = searchCall('call_ts2');
+      const item = (final.output as Record<string, unknown>[])[0]!;
+      return [
+        { type: 'response.created', sequence_number: 0, response: { ...final, status: 'in_progress', output: [] } },
+        { type: 'response.output_item.added', sequence_number: 1, output_index: 0, item: { ...item, status: 'in_progress' } },
+        { type: 'response.output_item.done', sequence_number: 2, output_index: 0, item },
+        { type: 'response.completed', sequence_number: 3, response: final },
+      ].map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+    })();
+    llm.respond(scripted(sse(() => events), sse(() => [responsesEventStream('Sunny in Lisbon')])));
+    const streamed = await post(`${api.url}/v1/responses`, { model: 'gpt-5.4', input: 'Email Ian the quarterly report summary.', tools: RESPONSES_TOOLS, stream: true });
+    assert.equal(streamed.raw.toString(), responsesEventStream('Sunny in Lisbon'));
+    assertLoaded('call_ts2');
+  });
+
+  it('trims models outside chat.nativeModels and requests with their own tool_search', async () => {
+    await post(`${api.url}/v1/responses`, { model: 'gpt-4.1', input: 'Email Jan the report.', tools: RESPONSES_TOOLS });
+    assert.equal(llm.received[0]!.json.tools.length, 1 + 1);
+    await post(`${api.url}/v1/responses`, { model: 'gpt-5.4', input: 'Email Kai the report.', tools: [...RESPONSES_TOOLS, { type: 'tool_search' }] });
+    assert.ok(llm.received[1]!.json.tools.every((tool: any) => tool.defer_loading === undefined));
+    assert.ok(llm.received[1]!.json.tools.length < RESPONSES_TOOLS.length);
+  });
+});
