@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Server } from 'node:http';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
@@ -21,6 +23,7 @@ import {
   toolUse,
 } from '../helpers/stand-in-anthropic.js';
 import { syntheticTools } from '../helpers/synthetic.js';
+import { REPO_ROOT } from '../helpers/paths.js';
 
 /** The fixture's MCP tools as an Anthropic caller declares them. */
 const asAnthropic = (tool: Tool) => ({ name: tool.name, description: tool.description ?? '', input_schema: tool.inputSchema as Anthropic.Tool.InputSchema });
@@ -179,6 +182,26 @@ describe('Anthropic Messages face', () => {
     assert.deepEqual(ANTHROPIC_MODELS.data.length, 1);
   });
 
+});
+
+describe('Claude Code through the README\'s line', () => {
+  let upstream: StandInLlm;
+  let api: RunningRouter;
+  let key: string;
+  /** The README's Claude Code line: its base URL and its custom header, as Claude Code reads them. */
+  const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const line = /^ANTHROPIC_BASE_URL=(\S+) ANTHROPIC_CUSTOM_HEADERS='([^:']+): [^']*' claude$/m.exec(readme);
+
+  before(async () => {
+    upstream = await startStandInAnthropic();
+    api = await startRouter({ upstreamAnthropicUrl: upstream.url, adminKey: ADMIN_KEY, chat: { k: 3 } });
+    ({ key } = await generateKey(api.url, {}));
+  });
+  after(async () => {
+    await api.close();
+    await upstream.close();
+  });
+
   it('replays Claude Code\'s request shape: 300 tools, tool_choice auto, system blocks with cache_control, streamed', async () => {
     const many = [...syntheticTools(297).map(asAnthropic), ...TOOLS.slice(0, 3)];
     const system = [
@@ -195,8 +218,13 @@ describe('Anthropic Messages face', () => {
       metadata: { user_id: 'user_abc_account_def_session_ghi' },
       stream: true,
     };
-    // ANTHROPIC_BASE_URL=http://127.0.0.1:8080 and ANTHROPIC_CUSTOM_HEADERS='x-toolrouter-key: ...' (README).
-    const answer = await postJson(`${api.url}/v1/messages?beta=true`, body, {
+    assert.ok(line, 'the README has the Claude Code line');
+    const [, baseUrl, headerName] = line;
+    assert.equal(baseUrl, 'http://127.0.0.1:8080', 'the default address');
+    assert.equal(headerName, 'x-toolrouter-key');
+    // Claude Code calls <ANTHROPIC_BASE_URL>/v1/messages; here the router listens on an ephemeral port.
+    const answer = await postJson(`${baseUrl!.replace('http://127.0.0.1:8080', api.url)}/v1/messages?beta=true`, body, {
+      [headerName!]: key,
       'x-api-key': PROVIDER_KEY,
       'anthropic-version': '2023-06-01',
       'anthropic-beta': 'claude-code-20250219,interleaved-thinking-2025-05-14',
@@ -214,7 +242,13 @@ describe('Anthropic Messages face', () => {
     assert.deepEqual(sent.json.messages, body.messages);
     assert.equal(sent.headers['anthropic-beta'], 'claude-code-20250219,interleaved-thinking-2025-05-14');
     assert.equal(sent.headers['x-api-key'], PROVIDER_KEY);
+    assert.equal(sent.headers['x-toolrouter-key'], undefined);
     assert.equal(answer.headers.get('x-toolrouter-tools'), '3/300');
+
+    // Without the header the router (with ADMIN_KEY) refuses, in Anthropic's shape.
+    const refused = await postJson(`${api.url}/v1/messages`, body, { 'x-api-key': PROVIDER_KEY, 'anthropic-version': '2023-06-01' });
+    assert.equal(refused.status, 401);
+    assert.equal(refused.json.error.type, 'authentication_error');
   });
 });
 
