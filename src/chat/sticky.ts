@@ -32,7 +32,7 @@ export class StickySelections {
     request.history.forEach((item, index) => {
       const answer = index > 0 ? shape.answerAt(request.history, index) : undefined;
       if (answer !== undefined) earlier.push({ key: hash, answer });
-      hash = sha256(`${hash}\u0000${JSON.stringify(item)}`);
+      hash = sha256(`${hash}\u0000${JSON.stringify(item, withoutCacheMarks)}`);
     });
     return {
       own: hash,
@@ -121,6 +121,12 @@ interface Entry {
 const ANSWERS_PER_TURN = 4;
 /** A stored response is continued by its id alone. */
 const ANY = '';
+
+/**
+ * Cache breakpoints are not part of what was said: Claude Code moves `cache_control` to the newest message every turn,
+ * so an earlier message comes back without the mark it had when it was last.
+ */
+const withoutCacheMarks = (key: string, value: unknown) => (key === 'cache_control' ? undefined : value);
 
 const responseKey = (root: string, id: string) => `response:${sha256(`${root}\u0000${id}`)}`;
 

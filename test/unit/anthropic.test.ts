@@ -124,7 +124,9 @@ describe('Anthropic Messages face', () => {
     const messages: Anthropic.MessageParam[] = [];
     const forwarded: string[][] = [];
     for (const [i, text] of turns.entries()) {
-      messages.push({ role: 'user', content: text });
+      // As Claude Code does: the cache breakpoint sits on the newest user message only, so it moves every turn.
+      for (const earlier of messages) if (Array.isArray(earlier.content)) for (const block of earlier.content) delete (block as { cache_control?: unknown }).cache_control;
+      messages.push({ role: 'user', content: [{ type: 'text', text, cache_control: { type: 'ephemeral' } }] });
       upstream.respond(jsonMessage(() => message(`Done with step ${i + 1}.`, `msg_${i}`)));
       const reply = await anthropic.messages.create({ model: MODEL, max_tokens: 100, system: 'You are an office assistant.', messages, tools: TOOLS });
       forwarded.push(names(upstream.received.at(-1)!.json.tools).filter((name) => name !== 'search_tools'));

@@ -4,6 +4,8 @@ import { validateTools } from '../../src/catalog/validate.js';
 import { chatCompletionsUrl } from '../../src/chat/proxy.js';
 import { contentText, conversationQuery } from '../../src/chat/query.js';
 import { parseChatRequest } from '../../src/chat/request.js';
+import { parseAnthropicRequest } from '../../src/chat/anthropic-request.js';
+import { conversationSteps } from '../../src/chat/feedback-capture.js';
 import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/rewrite.js';
 import { searchToolName } from '../../src/chat/search-tool.js';
 import { StickySelections } from '../../src/chat/sticky.js';
@@ -210,5 +212,34 @@ describe('search tool name', () => {
     const request = parseChatRequest({ messages: [user('x')], tools: [fn('search_tools'), fn('search_tools_2'), fn('other')] });
     assert.equal(searchToolName(request.tools, 'find_tools'), 'find_tools');
     assert.equal(searchToolName(request.tools, 'search_tools'), 'search_tools_3');
+  });
+});
+
+describe('Anthropic requests', () => {
+  it('reads keep-rules and the conversation from content blocks', () => {
+    const request = parseAnthropicRequest({
+      model: 'claude',
+      max_tokens: 10,
+      system: [{ type: 'text', text: 'You are terse.', cache_control: { type: 'ephemeral' } }],
+      messages: [
+        user('Will it rain in Paris?'),
+        { role: 'assistant', content: [{ type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'weather', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'rain' }, { type: 'text', text: 'And Lisbon?' }] },
+      ],
+      tools: [{ name: 'weather', input_schema: { type: 'object' } }, { name: 'mail', description: 'Send mail', input_schema: { type: 'object' } }, { type: 'web_search_20250305', name: 'web_search' }],
+      tool_choice: { type: 'tool', name: 'mail' },
+    });
+    assert.deepEqual(request.tools.map((tool) => tool.function?.name ?? null), ['weather', 'mail', null], 'a typed tool is not ranked');
+    assert.deepEqual([...requiredTools(request, []).entries()], [['mail', 'tool_choice'], ['weather', 'tool_result']]);
+    assert.equal(conversationQuery(request.turns, 1_000).split('\n')[0], 'And Lisbon?');
+    assert.equal(request.history.length, 4, 'the system prompt is part of the history');
+    const steps = conversationSteps(request);
+    assert.deepEqual(steps.map((step) => step.role), ['system', 'user', 'assistant', 'user']);
+    assert.deepEqual(steps[2]!.calls, [{ id: 'toolu_1', name: 'weather' }]);
+    assert.equal(steps[3]!.ref, 'toolu_1');
+  });
+
+  it('refuses a custom tool without an input_schema, naming it', () => {
+    assert.throws(() => parseAnthropicRequest({ messages: [user('hi')], tools: [{ name: 'x' }] }), /tools\[0\]\.input_schema/);
   });
 });
