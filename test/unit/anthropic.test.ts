@@ -294,6 +294,16 @@ describe('Anthropic native mode: defer_loading and tool_reference', () => {
     assert.ok(result.content.some((block: any) => block.tool_name === NEEDED), JSON.stringify(result.content));
   });
 
+  it('with 300 tools forwards all of them, every one deferred but the kept ones', async () => {
+    const many = syntheticTools(300).map(asAnthropic);
+    await client(api.url).messages.create({ model: 'claude-opus-4-6', max_tokens: 10, messages: [{ role: 'user', content: 'create an invoice in the billing system' }], tools: many });
+    const sent = upstream.received[0]!.json.tools as any[];
+    assert.equal(sent.length, 300 + 1);
+    const loaded = sent.filter((tool) => tool.defer_loading !== true);
+    assert.equal(loaded.length, 3 + 1, names(loaded).join(', '));
+    assert.ok(names(loaded).some((name) => name.includes('create_invoice')), names(loaded).join(', '));
+  });
+
   it('auto trims models outside chat.nativeModels (Haiku), and the header overrides the setting', async () => {
     await client(api.url).messages.create({ model: 'claude-haiku-4-5', max_tokens: 10, messages: emailTo('Ivy'), tools: TOOLS });
     assert.equal(upstream.received[0]!.json.tools.length, 3 + 1);
