@@ -174,6 +174,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
   ): Promise<{ rewrite: Rewrite; searchTool?: string; keys: ConversationKeys; native: boolean }> => {
     const access = accessOf(res);
     const options = rewriteOptions(req, res, config.chat.k);
+    const nativeHeader = readNativeHeader(req);
     const keys = sticky.keys(request, CONVERSATION_SHAPES[request.api], access.scope);
     const n = request.body.n;
     // The search tool needs a turn it can read (one choice), a model allowed to call tools, and a key allowed to search.
@@ -202,7 +203,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     // Only a request that lost tools needs a way back to them.
     const trimmed = rewrite.body !== undefined && rewrite.decision.mode === 'request' && rewrite.decision.dropped.length > 0;
     const withSearch = searchable && trimmed;
-    const native = withSearch && nativeMode(req, request, config.chat);
+    const native = withSearch && nativeMode(nativeHeader, request, config.chat);
     const name = native && request.api === 'responses' ? CLIENT_TOOL_SEARCH : searchToolName(request.tools, config.chat.searchToolName);
     return { rewrite, keys, native, ...(withSearch ? { searchTool: name } : {}) };
   };
@@ -284,17 +285,24 @@ export function deferredBody(request: ToolRequest, body: Record<string, unknown>
  * models listed in chat.nativeModels. Anthropic's Messages API, and the Responses API unless the request brings its
  * own `tool_search` tool (one per request); chat completions have no deferred loading.
  */
-function nativeMode(req: Request, request: ToolRequest, settings: Pick<ChatSettings, 'native' | 'nativeModels'>): boolean {
+function nativeMode(header: NativeHeader | undefined, request: ToolRequest, settings: Pick<ChatSettings, 'native' | 'nativeModels'>): boolean {
   if (request.api === 'chat') return false;
   if (request.api === 'responses' && request.tools.some((tool) => tool.definition.type === 'tool_search')) return false;
-  const header = req.get('x-toolrouter-native')?.trim().toLowerCase();
-  if (header !== undefined && !['on', 'off', 'auto'].includes(header)) {
-    throw invalidRequest(`Header x-toolrouter-native must be on, off or auto, got "${header}".`, 'x-toolrouter-native', 'invalid_header');
-  }
   const mode = header ?? settings.native;
   if (mode !== 'auto') return mode === 'on';
   const model = typeof request.body.model === 'string' ? request.body.model : '';
   return settings.nativeModels.some((prefix) => model.startsWith(prefix));
+}
+
+type NativeHeader = 'on' | 'off' | 'auto';
+
+/** `x-toolrouter-native`, checked on every request (not only those native mode would apply to). */
+function readNativeHeader(req: Request): NativeHeader | undefined {
+  const header = req.get('x-toolrouter-native')?.trim().toLowerCase();
+  if (header !== undefined && !['on', 'off', 'auto'].includes(header)) {
+    throw invalidRequest(`Header x-toolrouter-native must be on, off or auto, got "${header}".`, 'x-toolrouter-native', 'invalid_header');
+  }
+  return header as NativeHeader | undefined;
 }
 
 function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {
