@@ -20,6 +20,8 @@ export interface AnswerReader {
   push(chunk: Uint8Array): void;
   /** The answer's fingerprint once the reply has all come; undefined when it held no answer (an error, a cut stream). */
   finish(): string | undefined;
+  /** Responses API: the response's id, which a later request may continue by (`previous_response_id`). */
+  readonly responseId?: string;
 }
 
 /** Longest streamed text read for a fingerprint; a longer answer is not remembered (its next turn starts clean). */
@@ -41,16 +43,30 @@ const asObject = (value: unknown): Json | undefined => (typeof value === 'object
 const isString = (value: unknown): value is string => typeof value === 'string';
 
 /** A JSON reply is held and read whole; an SSE one event by event. */
-function replyReader(answer: globalThis.Response, fromJson: (json: Json) => string | undefined, sse: () => { event(data: Json): void; finish(): string | undefined }): AnswerReader | undefined {
+function replyReader(
+  answer: globalThis.Response,
+  fromJson: (json: Json) => string | undefined,
+  sse: () => { event(data: Json): void; finish(): string | undefined; responseId?: string },
+): AnswerReader | undefined {
   if (isEventStream(answer)) {
     const state = sse();
     const events = new SseJsonReader(({ data }) => state.event(data));
-    return { push: (chunk) => events.push(chunk), finish: () => state.finish() };
+    return {
+      push: (chunk) => events.push(chunk),
+      finish: () => state.finish(),
+      get responseId() {
+        return state.responseId;
+      },
+    };
   }
   if (!(answer.headers.get('content-type') ?? '').includes('json')) return undefined;
   const chunks: Uint8Array[] = [];
   let bytes = 0;
+  let responseId: string | undefined;
   return {
+    get responseId() {
+      return responseId;
+    },
     push: (chunk) => {
       // A reply too long to be worth remembering is not read at all (its turn is then not sticky).
       bytes += chunk.byteLength;
@@ -60,6 +76,7 @@ function replyReader(answer: globalThis.Response, fromJson: (json: Json) => stri
       if (bytes > MAX_JSON_BYTES) return undefined;
       try {
         const json = asObject(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        if (json?.object === 'response' && isString(json.id)) responseId = json.id;
         return json ? fromJson(json) : undefined;
       } catch {
         return undefined;
@@ -133,13 +150,16 @@ export const responsesShape: ConversationShape = {
       (json) => (Array.isArray(json.output) ? outputFingerprint(json.output) : undefined),
       () => {
         let fingerprint: string | undefined;
-        return {
-          event(data) {
-            const output = asObject(data.response)?.output;
-            if (data.type === 'response.completed' && Array.isArray(output)) fingerprint = outputFingerprint(output);
+        const state = {
+          responseId: undefined as string | undefined,
+          event(data: Json) {
+            const response = asObject(data.response);
+            if (data.type === 'response.created' && isString(response?.id)) state.responseId = response.id;
+            if (data.type === 'response.completed' && Array.isArray(response?.output)) fingerprint = outputFingerprint(response.output);
           },
           finish: () => fingerprint,
         };
+        return state;
       },
     ),
 };

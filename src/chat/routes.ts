@@ -133,7 +133,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     if (body === undefined || searchTool === undefined) {
       // Unchanged requests go upstream as the very bytes the caller sent.
       await forwardRequest(req, res, body === undefined ? rawBytes(req, request) : JSON.stringify(body), upstream, log, { observe });
-      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept, (answer as AnswerReader | undefined)?.finish());
+      const reply = answer as AnswerReader | undefined;
+      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept, reply?.finish(), reply?.responseId);
       return;
     }
     const result = await forwardWithSearch({
@@ -158,7 +159,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       log,
       observe,
     });
-    sticky.set(keys, result.forwarded, (answer as AnswerReader | undefined)?.finish(), result.responseId);
+    const reply = answer as AnswerReader | undefined;
+    sticky.set(keys, result.forwarded, reply?.finish(), reply?.responseId ?? result.responseId);
   };
 
   /**

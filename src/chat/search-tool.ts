@@ -1,5 +1,5 @@
 import { toolLabel } from './rewrite.js';
-import { SseJsonReader } from './sse.js';
+import { isEventStream, SseJsonReader } from './sse.js';
 import type { TurnReader } from './proxy.js';
 import type { Api, RequestTool } from './tool-request.js';
 
@@ -74,7 +74,7 @@ export interface SearchTurnReader extends TurnReader<SearchTurn> {
 /** Reads an upstream answer (JSON or SSE, by its content type) for a call of the search tool. */
 export function searchTurnReader(api: Api, name: string, answer: globalThis.Response): SearchTurnReader | undefined {
   const type = answer.headers.get('content-type') ?? '';
-  if (type.includes('text/event-stream')) return api === 'chat' ? new ChatStreamReader(name) : api === 'anthropic' ? new AnthropicStreamReader(name) : new ResponsesStreamReader(name);
+  if (isEventStream(answer)) return api === 'chat' ? new ChatStreamReader(name) : api === 'anthropic' ? new AnthropicStreamReader(name) : new ResponsesStreamReader(name);
   const read = { chat: chatTurn, responses: responsesTurn, anthropic: anthropicTurn }[api];
   if (type.includes('json')) return new JsonReader((json) => read(json, name), api === 'responses');
   return undefined;

@@ -247,6 +247,16 @@ describe('sticky selection', () => {
     assert.deepEqual(stickyOf(byItems), turn1);
     const byId = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', previous_response_id: 'resp_hi', input: 'create an invoice', tools: asResponses });
     assert.deepEqual(stickyOf(byId), turn1);
+
+    // Without the search tool (tool_choice none), streamed: the id is read from the events as they pass.
+    llm.reset();
+    llm.respond(sse(() => [responsesEventStream('Plain answer').replaceAll('resp_standin', 'resp_streamed')]));
+    const streamed = await post(`${api.url}/v1/responses`, { model: 'm', input: 'list the invoices', tools: asResponses, tool_choice: 'none', stream: true });
+    assert.equal(streamed.status, 200);
+    const sent = chatNames(llm.received[0]!.json.tools);
+    assert.ok(!sent.includes('search_tools') && sent.length < asResponses.length, sent.join(', '));
+    const next = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', previous_response_id: 'resp_streamed', input: 'and the customers', tools: asResponses });
+    assert.deepEqual(stickyOf(next), sent);
   });
 
   it('follows a Responses conversation through previous_response_id', async () => {
