@@ -60,6 +60,7 @@ interface Block {
   id?: unknown;
   name?: unknown;
   tool_use_id?: unknown;
+  content?: unknown;
 }
 
 export function parseAnthropicRequest(body: unknown): AnthropicRequest {
@@ -87,7 +88,10 @@ export function parseAnthropicRequest(body: unknown): AnthropicRequest {
   };
 }
 
-/** Called tools are `tool_use` blocks of assistant turns; results are `tool_result` blocks, mapped by `tool_use_id`. */
+/**
+ * Called tools are `tool_use` blocks of assistant turns; results are `tool_result` blocks, mapped by `tool_use_id`, and
+ * the tools their `tool_reference` blocks load.
+ */
 function toolUse(messages: readonly { role: string; content: string | Block[] }[]): ToolUse {
   const callNames = new Map<string, string>();
   const called: string[] = [];
@@ -104,8 +108,14 @@ function toolUse(messages: readonly { role: string; content: string | Block[] }[
   for (const { content } of messages) {
     if (typeof content === 'string') continue;
     for (const block of content) {
-      const name = block.type === 'tool_result' && typeof block.tool_use_id === 'string' ? callNames.get(block.tool_use_id) : undefined;
+      if (block.type !== 'tool_result') continue;
+      const name = typeof block.tool_use_id === 'string' ? callNames.get(block.tool_use_id) : undefined;
       if (name !== undefined) results.push(name);
+      // A caller's own tool search (Claude Code with ENABLE_TOOL_SEARCH) loads tools by tool_reference: the API
+      // refuses a reference to a tool the request no longer has, so referenced tools stay.
+      for (const part of Array.isArray(block.content) ? (block.content as { type?: unknown; tool_name?: unknown }[]) : []) {
+        if (part?.type === 'tool_reference' && typeof part.tool_name === 'string') results.push(part.tool_name);
+      }
     }
   }
   return { called, results };

@@ -239,6 +239,18 @@ describe('Anthropic requests', () => {
     assert.equal(steps[3]!.ref, 'toolu_1');
   });
 
+  it("keeps the tools a caller's own tool search referenced (tool_reference blocks in a tool_result)", () => {
+    const request = parseAnthropicRequest({
+      messages: [
+        user('find the deploy tool'),
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_s', name: 'ToolSearch', input: { query: 'deploy' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_s', content: [{ type: 'tool_reference', tool_name: 'deploy' }] }] },
+      ],
+      tools: [{ name: 'ToolSearch', input_schema: { type: 'object' } }, { name: 'deploy', input_schema: { type: 'object' }, defer_loading: true }],
+    });
+    assert.deepEqual([...requiredTools(request, []).entries()], [['ToolSearch', 'tool_result'], ['deploy', 'tool_result']]);
+  });
+
   it('refuses a custom tool without an input_schema, naming it', () => {
     assert.throws(() => parseAnthropicRequest({ messages: [user('hi')], tools: [{ name: 'x' }] }), /tools\[0\]\.input_schema/);
   });
