@@ -294,6 +294,17 @@ describe('Anthropic native mode: defer_loading and tool_reference', () => {
     assert.ok(result.content.some((block: any) => block.tool_name === NEEDED), JSON.stringify(result.content));
   });
 
+  it('streamed: the searching turn is held back, the references sent, the final turn streamed through', async () => {
+    const final = message('Sunny in Lisbon.');
+    upstream.respond(scripted(streamedMessage(() => message([toolUse('toolu_search', 'search_tools', ASK)])), streamedMessage(() => final)));
+    const answer = await postJson(`${api.url}/v1/messages`, { model: MODEL, max_tokens: 100, messages: emailTo('Uma'), tools: TOOLS, stream: true }, { 'anthropic-version': '2023-06-01' });
+    assert.equal(answer.raw.toString(), messageEvents(final).join(''));
+    assert.equal(answer.headers.get('x-toolrouter-native'), 'on');
+    const second = upstream.received[1]!.json;
+    assert.deepEqual(second.messages.at(-2), { role: 'assistant', content: [toolUse('toolu_search', 'search_tools', ASK)] });
+    assert.ok(second.messages.at(-1).content[0].content.some((block: any) => block.type === 'tool_reference' && block.tool_name === NEEDED));
+  });
+
   it('with 300 tools forwards all of them, every one deferred but the kept ones', async () => {
     const many = syntheticTools(300).map(asAnthropic);
     await client(api.url).messages.create({ model: 'claude-opus-4-6', max_tokens: 10, messages: [{ role: 'user', content: 'create an invoice in the billing system' }], tools: many });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateTools } from '../../src/catalog/validate.js';
-import { chatCompletionsUrl } from '../../src/chat/proxy.js';
+import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/proxy.js';
 import { contentText, conversationQuery } from '../../src/chat/query.js';
 import { parseChatRequest } from '../../src/chat/request.js';
 import { parseAnthropicRequest } from '../../src/chat/anthropic-request.js';
@@ -249,6 +249,11 @@ describe('Anthropic requests', () => {
       tools: [{ name: 'ToolSearch', input_schema: { type: 'object' } }, { name: 'deploy', input_schema: { type: 'object' }, defer_loading: true }],
     });
     assert.deepEqual([...requiredTools(request, []).entries()], [['ToolSearch', 'tool_result'], ['deploy', 'tool_result']]);
+  });
+
+  it("goes to the caller's own path under the Anthropic base URL, with or without /v1 in it", () => {
+    assert.equal(upstreamUrl('https://api.anthropic.com', 'anthropic', '/v1/messages?beta=true'), 'https://api.anthropic.com/v1/messages?beta=true');
+    assert.equal(upstreamUrl('https://gateway.example/anthropic/v1/', 'anthropic', '/v1/messages/count_tokens'), 'https://gateway.example/anthropic/v1/messages/count_tokens');
   });
 
   it('refuses a custom tool without an input_schema, naming it', () => {
