@@ -6,9 +6,9 @@ import { Auth } from './auth/auth.js';
 import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
 import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
-import { sendOpenAiError } from './chat/errors.js';
+import { sendAnthropicError, sendOpenAiError } from './chat/errors.js';
 import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
-import { CHAT_RAW_BODY_PATHS, chatRoutes } from './chat/routes.js';
+import { CHAT_RAW_BODY_PATHS, chatRoutes, isAnthropicPath } from './chat/routes.js';
 import type { Config } from './config/config.js';
 import { createEmbedder, type Embedder } from './embedding/embedder.js';
 import { providerCooldownOf } from './embedding/openai.js';
@@ -122,14 +122,26 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
 
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
-  const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
+  const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, upstreamAnthropicUrl: config.upstreamAnthropicUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
-  routers.push(passthroughRoutes({ upstreamUrl: config.upstreamLlmUrl, upstreamKey: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs, bodyLimit: config.bodyLimit }, log));
+  routers.push(
+    passthroughRoutes(
+      {
+        upstreamUrl: config.upstreamLlmUrl,
+        upstreamKey: config.chat.upstreamKey,
+        anthropicUrl: config.upstreamAnthropicUrl,
+        anthropicKey: config.chat.anthropicUpstreamKey,
+        timeoutMs: config.chat.timeoutMs,
+        bodyLimit: config.bodyLimit,
+      },
+      log,
+    ),
+  );
 
   const app = createApp({
     catalog,
@@ -145,7 +157,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey },
-    errorShapes: [{ matches: isProxyPath, send: sendOpenAiError }, mcpErrorShape],
+    errorShapes: [{ matches: isAnthropicPath, send: sendAnthropicError }, { matches: isProxyPath, send: sendOpenAiError }, mcpErrorShape],
     tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults },
     redis,
     auth,

@@ -38,6 +38,7 @@ export function conversationSteps(request: ToolRequest): ConversationStep[] {
       ref: message.tool_call_id ?? message.name ?? '',
     }));
   }
+  if (request.api === 'anthropic') return anthropicSteps(request.body as { system?: unknown; messages?: unknown });
   const body = request.body as { input?: unknown; instructions?: unknown };
   const steps: ConversationStep[] = [];
   const step = (role: string, text = '', calls: ConversationStep['calls'] = [], ref = '') => steps.push({ role, text, calls, ref });
@@ -48,6 +49,23 @@ export function conversationSteps(request: ToolRequest): ConversationStep[] {
     if (item.type !== undefined && CALL_ITEMS.has(item.type)) step('call', '', item.name ? [{ id: item.call_id ?? '', name: item.name }] : []);
     else if (item.type !== undefined && OUTPUT_ITEMS.has(item.type)) step('output', '', [], item.call_id ?? '');
     else step(item.role ?? item.type ?? '', contentText(item.content));
+  }
+  return steps;
+}
+
+/** Anthropic messages: `tool_use` blocks are an assistant step's calls; a `tool_result` block refers to its call's id. */
+function anthropicSteps(body: { system?: unknown; messages?: unknown }): ConversationStep[] {
+  const steps: ConversationStep[] = [];
+  if (body.system !== undefined) steps.push({ role: 'system', text: contentText(body.system), calls: [], ref: '' });
+  for (const raw of Array.isArray(body.messages) ? body.messages : []) {
+    const message = (raw ?? {}) as { role?: string; content?: unknown };
+    const blocks = (Array.isArray(message.content) ? message.content : []) as { type?: string; id?: string; name?: string; tool_use_id?: string }[];
+    steps.push({
+      role: message.role ?? '',
+      text: contentText(message.content),
+      calls: blocks.filter((block) => block.type === 'tool_use' && typeof block.name === 'string').map((block) => ({ id: block.id ?? '', name: block.name! })),
+      ref: blocks.find((block) => block.type === 'tool_result')?.tool_use_id ?? '',
+    });
   }
   return steps;
 }

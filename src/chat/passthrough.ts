@@ -1,14 +1,14 @@
 import express, { Router, type Application, type Request } from 'express';
 import type { Logger } from 'pino';
-import { openAiErrorHandler } from './errors.js';
+import { anthropicErrorHandler, openAiErrorHandler } from './errors.js';
 import { forwardRequest } from './proxy.js';
-import { CHAT_COMPLETIONS_PATH, RESPONSES_PATH } from './routes.js';
+import { CHAT_COMPLETIONS_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, RESPONSES_PATH, isAnthropicPath } from './routes.js';
 
 /**
  * Routes the chat face serves that are OpenAI's API (their errors are OpenAI-shaped), not toolrouter's own, though
  * toolrouter answers them.
  */
-const OPENAI_ROUTES: ReadonlySet<string> = new Set([CHAT_COMPLETIONS_PATH, RESPONSES_PATH]);
+const OPENAI_ROUTES: ReadonlySet<string> = new Set([CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH, COUNT_TOKENS_PATH]);
 
 /** The app's own first /v1 segments, read from its route table on first use (every router is mounted by then). */
 const ownSegmentsByApp = new WeakMap<object, ReadonlySet<string>>();
@@ -54,6 +54,9 @@ export function isProxyPath(path: string, app: Application): boolean {
 export interface PassthroughSettings {
   upstreamUrl: string | undefined;
   upstreamKey?: string;
+  /** Anthropic's base URL: requests of Anthropic's API (under /v1/messages, or carrying `anthropic-version`) go there. */
+  anthropicUrl?: string;
+  anthropicKey?: string;
   timeoutMs: number;
   bodyLimit: string;
 }
@@ -68,6 +71,18 @@ export function passthroughRoutes(settings: PassthroughSettings, log: Logger): R
   const raw = express.raw({ type: () => true, limit: settings.bodyLimit });
   // Read raw, to forward the very bytes; a JSON body the app's parser already read is forwarded re-serialised.
   router.use((req, res, next) => (isProxyPath(req.path, req.app) ? raw(req, res, next) : next()));
+  // Anthropic's routes that are not rewritten (`/v1/messages/batches`, and `/v1/models` or `/v1/files` as the Anthropic
+  // SDKs call them, with their `anthropic-version` header, so they do not clash with OpenAI's routes of the same name).
+  const anthropic = Router();
+  anthropic.use(async (req, res, next) => {
+    const anthropicRequest = isAnthropicPath(req.path) || req.get('anthropic-version') !== undefined;
+    if (!isProxyPath(req.path, req.app) || !anthropicRequest || !settings.anthropicUrl) return next();
+    const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : requestBytes(req);
+    const key = settings.anthropicKey;
+    await forwardRequest(req, res, body, { url: settings.anthropicUrl, api: 'anthropic', ...(key ? { key } : {}), timeoutMs: settings.timeoutMs }, log);
+  });
+  anthropic.use(anthropicErrorHandler(log));
+  router.use(anthropic);
   router.use(async (req, res, next) => {
     // Without an upstream there is nothing to pass to: unknown paths get toolrouter's own 404.
     if (!isProxyPath(req.path, req.app) || !settings.upstreamUrl) return next();

@@ -6,14 +6,20 @@ import { OpenAiError } from './errors.js';
 import type { Api } from './tool-request.js';
 
 /** The upstream endpoints the proxy forwards to, by API. */
-export const UPSTREAM_ENDPOINTS = { chat: 'chat/completions', responses: 'responses' } as const satisfies Record<Api, string>;
+export const UPSTREAM_ENDPOINTS = { chat: 'chat/completions', responses: 'responses' } as const satisfies Record<Exclude<Api, 'anthropic'>, string>;
 
 export interface UpstreamSettings {
-  /** OpenAI-compatible base URL (`https://api.openai.com/v1`), or the full chat-completions or responses URL. */
+  /**
+   * OpenAI-compatible base URL (`https://api.openai.com/v1`), or the full chat-completions or responses URL; for
+   * `anthropic`, the Anthropic base URL (`https://api.anthropic.com`, as ANTHROPIC_BASE_URL is written).
+   */
   url: string;
-  /** Which endpoint under the base URL; or `passthrough`: the caller's own path under /v1, with its method. */
+  /**
+   * Which endpoint under the base URL; or `passthrough`: the caller's own path under /v1, with its method; or
+   * `anthropic`: the caller's own path (`/v1/messages`...) under the Anthropic base URL, with its method.
+   */
   api: Api | 'passthrough';
-  /** Replaces the caller's Authorization when set. */
+  /** Replaces the caller's Authorization (Anthropic: its x-api-key) when set. */
   key?: string;
   /** Longest wait for the upstream's response head, and then between two chunks of its body. */
   timeoutMs: number;
@@ -27,6 +33,11 @@ export interface UpstreamSettings {
 export interface TurnReader<T> {
   push(chunk: Uint8Array): 'hold' | 'pass';
   finish(): T | undefined;
+}
+
+export interface ForwardHooks<T> {
+  reader?: (answer: globalThis.Response) => TurnReader<T> | undefined;
+  observe?: (answer: globalThis.Response) => { push(chunk: Uint8Array): void } | undefined;
 }
 
 /** Most bytes of one upstream turn held back while deciding; a longer turn goes to the caller as it is. */
@@ -57,8 +68,14 @@ export function upstreamUrl(base: string, api: Api | 'passthrough', incomingUrl:
   const url = new URL(base);
   const root = url.pathname.replace(/\/+$/, '').replace(/\/(chat\/completions|responses)$/, '');
   const incoming = new URL(incomingUrl, 'http://placeholder');
-  // Passed-through routes keep their path below /v1: `GET /v1/models` is `<base>/models`.
-  url.pathname = api === 'passthrough' ? `${root}${incoming.pathname.replace(/^\/v1(?=\/)/, '')}` : `${root}/${UPSTREAM_ENDPOINTS[api]}`;
+  // Passed-through routes keep their path below /v1: `GET /v1/models` is `<base>/models`. Anthropic's base has no /v1
+  // (one that does is read as if it had not).
+  url.pathname =
+    api === 'anthropic'
+      ? `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}${incoming.pathname}`
+      : api === 'passthrough'
+        ? `${root}${incoming.pathname.replace(/^\/v1(?=\/)/, '')}`
+        : `${root}/${UPSTREAM_ENDPOINTS[api]}`;
   const { search } = incoming;
   if (search) url.search = search;
   return url.toString();
@@ -75,7 +92,8 @@ export function chatCompletionsUrl(base: string, incomingUrl: string): string {
  * the body is streaming, a failure can only cut the connection, which clients see as a truncated stream.
  *
  * With a `reader`, a successful answer is first shown to it: a turn it takes is returned and nothing is sent to the
- * caller (the proxy answers that turn itself and asks the upstream again); any other is sent on unchanged.
+ * caller (the proxy answers that turn itself and asks the upstream again); any other is sent on unchanged. With an
+ * `observe`r, a successful answer that goes to the caller is shown to it too, every byte as it is passed on.
  */
 export async function forwardRequest<T>(
   req: Request,
@@ -83,7 +101,7 @@ export async function forwardRequest<T>(
   body: Uint8Array | string | undefined,
   upstream: UpstreamSettings,
   log: Logger,
-  reader?: (answer: globalThis.Response) => TurnReader<T> | undefined,
+  { reader, observe }: ForwardHooks<T> = {},
 ): Promise<T | undefined> {
   const controller = new AbortController();
   let timedOut = false;
@@ -106,8 +124,8 @@ export async function forwardRequest<T>(
     let answer: globalThis.Response;
     try {
       answer = await fetch(upstreamUrl(upstream.url, upstream.api, req.originalUrl), {
-        method: upstream.api === 'passthrough' ? req.method : 'POST',
-        headers: upstreamHeaders(req, upstream.key, upstream.api !== 'passthrough'),
+        method: upstream.api === 'passthrough' || upstream.api === 'anthropic' ? req.method : 'POST',
+        headers: upstreamHeaders(req, upstream.key, upstream.api !== 'passthrough' && body !== undefined, upstream.api === 'anthropic'),
         body,
         signal: controller.signal,
       });
@@ -157,11 +175,16 @@ export async function forwardRequest<T>(
       return undefined;
     }
     res.flushHeaders();
+    const observer = answer.ok ? observe?.(answer) : undefined;
     async function* rest(): AsyncGenerator<Uint8Array> {
-      yield* held;
+      for (const chunk of held) {
+        observer?.push(chunk);
+        yield chunk;
+      }
       while (!ended) {
         const { done, value } = await chunks!.read();
         if (done) return;
+        observer?.push(value);
         yield value;
       }
     }
@@ -188,7 +211,7 @@ export async function forwardRequest<T>(
 }
 
 /** The caller's headers minus connection-level ones and toolrouter's own; the upstream key, when set, replaces theirs. */
-function upstreamHeaders(req: Request, key: string | undefined, json: boolean): Headers {
+function upstreamHeaders(req: Request, key: string | undefined, json: boolean, anthropic: boolean): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || name.startsWith('x-toolrouter-') || name === 'accept-encoding') continue;
@@ -197,6 +220,9 @@ function upstreamHeaders(req: Request, key: string | undefined, json: boolean): 
   if (json) headers.set('content-type', 'application/json');
   // Uncompressed, so the bytes passed back are the upstream's own and SSE is not held in a compressor's buffer.
   headers.set('accept-encoding', 'identity');
-  if (key !== undefined) headers.set('authorization', `Bearer ${key}`);
+  if (key !== undefined && anthropic) {
+    headers.delete('authorization');
+    headers.set('x-api-key', key);
+  } else if (key !== undefined) headers.set('authorization', `Bearer ${key}`);
   return headers;
 }

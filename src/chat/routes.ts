@@ -4,14 +4,17 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { Metrics } from '../metrics.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
-import { OpenAiError, invalidRequest, openAiErrorHandler } from './errors.js';
-import { forwardRequest } from './proxy.js';
+import { OpenAiError, anthropicErrorHandler, invalidRequest, openAiErrorHandler } from './errors.js';
+import { forwardRequest, type UpstreamSettings } from './proxy.js';
+import { parseAnthropicRequest } from './anthropic-request.js';
 import { parseChatRequest } from './request.js';
 import { parseResponsesRequest } from './responses.js';
 import { ToolRewriter, type Rewrite, type RewriteOptions } from './rewriter.js';
 import { forwardWithSearch } from './search-rounds.js';
-import { searchToolDefinition, searchToolName } from './search-tool.js';
+import { CLIENT_TOOL_SEARCH, searchToolDefinition, searchToolName } from './search-tool.js';
+import { deferredBody, nativeMode, readNativeHeader } from './native.js';
 import { StickySelections, type ConversationKeys } from './sticky.js';
+import { anthropicShape, chatShape, responsesShape, type AnswerReader, type ConversationShape } from './answers.js';
 import { ToolIndexCache } from './tool-index-cache.js';
 import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
 import { ChatFeedback, conversationSteps } from './feedback-capture.js';
@@ -21,19 +24,27 @@ import type { LimitsSettings } from '../catalog/settings.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { ChatSettings } from './settings.js';
 import { llmSpan } from '../telemetry/spans.js';
-import { countToolTokens, TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
+import { countToolTokens, TOKENS_HEADER, tokensHeader, type TokenFace } from '../telemetry/token-accounting.js';
 
 export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
 export const RESPONSES_PATH = '/v1/responses';
 export const REWRITE_PATH = '/v1/tools/rewrite';
-/** Routes that read their body raw (see createApp): forwarded byte for byte, and malformed JSON answered OpenAI-style. */
-export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, RESPONSES_PATH, REWRITE_PATH];
+export const MESSAGES_PATH = '/v1/messages';
+export const COUNT_TOKENS_PATH = '/v1/messages/count_tokens';
+/** Routes that read their body raw (see createApp): forwarded byte for byte, and malformed JSON answered in the face's shape. */
+export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, RESPONSES_PATH, REWRITE_PATH, MESSAGES_PATH, COUNT_TOKENS_PATH];
+
+/** Anthropic's API paths on this face (`/v1/messages` and below): their errors are Anthropic-shaped. */
+export const isAnthropicPath = (path: string): boolean => path === MESSAGES_PATH || path.startsWith(`${MESSAGES_PATH}/`);
 
 /** Most tools a request may ask to keep through `x-toolrouter-k`. */
 const MAX_K = 1_000;
 
-const PARSERS: Record<Api, (body: unknown) => ToolRequest> = { chat: parseChatRequest, responses: parseResponsesRequest };
-const WHAT: Record<Api, string> = { chat: 'chat completion request', responses: 'Responses API request' };
+const PARSERS: Record<Api, (body: unknown) => ToolRequest> = { chat: parseChatRequest, responses: parseResponsesRequest, anthropic: parseAnthropicRequest };
+const CONVERSATION_SHAPES: Record<Api, ConversationShape> = { chat: chatShape, responses: responsesShape, anthropic: anthropicShape };
+/** The token counters' face label of each API (`messages`: the Anthropic Messages API). */
+const TOKEN_FACE: Record<Api, TokenFace> = { chat: 'chat', responses: 'responses', anthropic: 'messages' };
+const WHAT: Record<Api, string> = { chat: 'chat completion request', responses: 'Responses API request', anthropic: 'Messages API request' };
 
 /** The configuration slices the chat face reads, handed in by the assembly (src/server.ts). */
 export interface ChatConfig {
@@ -41,6 +52,8 @@ export interface ChatConfig {
   search: Pick<SearchConfig, 'activation' | 'maxQueryLength' | 'lexical' | 'hnsw'>;
   /** Unset: the proxy routes answer that no upstream LLM is configured. */
   upstreamLlmUrl?: string;
+  /** Anthropic-compatible base URL for /v1/messages; unset, those routes answer that none is configured. */
+  upstreamAnthropicUrl?: string;
   bodyLimit: string;
   limits: Pick<LimitsSettings, 'jsonDepth'>;
 }
@@ -81,44 +94,62 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
   const rawBody = express.raw({ type: () => true, limit: config.bodyLimit });
   const sticky = new StickySelections(config.chat.stickyConversations);
 
-  const proxy = (api: Api) => async (req: Request, res: Response) => {
-    const upstreamUrl = config.upstreamLlmUrl;
-    if (!upstreamUrl) {
+  /** Where an API's requests go; unset, its routes answer that no upstream is configured. */
+  const upstreamOf = (api: Api): UpstreamSettings => {
+    const anthropic = api === 'anthropic';
+    const url = anthropic ? config.upstreamAnthropicUrl : config.upstreamLlmUrl;
+    if (!url) {
+      const setting = anthropic ? 'UPSTREAM_ANTHROPIC_URL (or upstreamAnthropicUrl' : 'UPSTREAM_LLM_URL (or upstreamLlmUrl';
       throw new OpenAiError(
         503,
-        'No upstream LLM is configured: set UPSTREAM_LLM_URL (or upstreamLlmUrl in the config file). POST /v1/tools/rewrite works without one.',
+        `No upstream ${anthropic ? 'Anthropic API' : 'LLM'} is configured: set ${setting} in the config file). POST /v1/tools/rewrite works without one.`,
         'api_error',
         null,
         'upstream_not_configured',
       );
     }
+    const key = anthropic ? config.chat.anthropicUpstreamKey : config.chat.upstreamKey;
+    return { url, api, ...(key === undefined ? {} : { key }), timeoutMs: config.chat.timeoutMs };
+  };
+
+  /**
+   * One proxied request, whichever API: its tools rewritten, forwarded (with the search round when it lost tools), and
+   * the turn filed for sticky selection. One function, so whatever wraps a proxy round (spans, accounting) wraps it.
+   */
+  const proxy = (api: Api) => async (req: Request, res: Response) => {
+    const upstream = upstreamOf(api);
     const request = readRequest(req, api, config.limits.jsonDepth);
     const access = accessOf(res);
-    const { rewrite, searchTool, keys } = await prepare(req, res, request);
+    const { rewrite, searchTool, keys, native } = await prepare(req, res, request);
     const { body, decision } = rewrite;
     chatFeedback.observe(conversationSteps(request), decision, access.scope);
     const labels = { mode: decision.mode };
     metrics?.chatToolsKept.inc(labels, decision.kept.length);
     metrics?.chatToolsDropped.inc(labels, decision.dropped.length);
     metrics?.chatTokensSaved.inc(labels, decision.tokens.saved);
-    log.debug({ api, mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache }, 'tools rewritten');
+    log.debug({ api, mode: decision.mode, kept: decision.kept.length, total: decision.total, cache: decision.cache, native }, 'tools rewritten');
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     res.setHeader(TOKENS_HEADER, tokensHeader(decision.tokens.after, decision.tokens.before));
-    const upstream = { url: upstreamUrl, api, key: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs };
+    if (native) res.setHeader('x-toolrouter-native', 'on');
     const kept = decision.kept.map((tool) => tool.name);
+    // What the caller is answered identifies the conversation's next turn (src/chat/sticky.ts).
+    const shape = CONVERSATION_SHAPES[api];
+    let answer: AnswerReader | undefined;
+    const observe = (reply: globalThis.Response) => (answer = shape.reader(reply));
     if (body === undefined || searchTool === undefined) {
-      countToolTokens(metrics, api, access, { offered: decision.tokens.before, forwarded: decision.tokens.after });
+      countToolTokens(metrics, TOKEN_FACE[api], access, { offered: decision.tokens.before, forwarded: decision.tokens.after });
       // Unchanged requests go upstream as the very bytes the caller sent.
       const sent = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
-      await llmSpan({ api, model: request.body.model, url: upstreamUrl }, () => forwardRequest(req, res, sent, upstream, log));
-      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept);
+      await llmSpan({ api, model: request.body.model, url: upstream.url }, () => forwardRequest(req, res, sent, upstream, log, { observe }));
+      const reply = answer as AnswerReader | undefined;
+      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept, reply?.finish(), reply?.responseId);
       return;
     }
     const result = await forwardWithSearch({
       req,
       res,
       request,
-      body,
+      body: native ? deferredBody(request, body) : body,
       forwarded: kept,
       total: decision.total,
       offeredTokens: decision.tokens.before,
@@ -132,26 +163,41 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
         topK: config.chat.searchTopK,
         maxTools: config.chat.maxTools,
         maxQueryLength: config.search.maxQueryLength,
+        native,
       },
       log,
+      observe,
     });
-    countToolTokens(metrics, api, access, { offered: decision.tokens.before, forwarded: result.tokens });
-    sticky.set(keys, result.forwarded, result.responseId);
+    countToolTokens(metrics, TOKEN_FACE[api], access, { offered: decision.tokens.before, forwarded: result.tokens });
+    const reply = answer as AnswerReader | undefined;
+    sticky.set(keys, result.forwarded, reply?.finish(), reply?.responseId ?? result.responseId);
   };
 
   /**
    * The rewrite of one request: the tools it forwards (sticky ones first), and the search tool's name when it gets one.
    * Ranking that fails (an index not ready, the embeddings provider down) forwards the tools unranked with
-   * chat.failOpen, and says so in `x-toolrouter-fail-open`.
+   * chat.failOpen, and says so in `x-toolrouter-fail-open`. `native`: the tools not kept are to be deferred rather than
+   * removed (Anthropic's defer_loading), decided per request.
    */
-  const prepare = async (req: Request, res: Response, request: ToolRequest): Promise<{ rewrite: Rewrite; searchTool?: string; keys: ConversationKeys }> => {
+  const prepare = async (
+    req: Request,
+    res: Response,
+    request: ToolRequest,
+  ): Promise<{ rewrite: Rewrite; searchTool?: string; keys: ConversationKeys; native: boolean }> => {
     const access = accessOf(res);
     const options = rewriteOptions(req, res, config.chat.k);
-    const keys = sticky.keys(request, access.scope);
+    const nativeHeader = readNativeHeader(req);
+    const keys = sticky.keys(request, CONVERSATION_SHAPES[request.api], access.scope);
     const n = request.body.n;
     // The search tool needs a turn it can read (one choice), a model allowed to call tools, and a key allowed to search.
+    const toolChoice = request.body.tool_choice;
     const searchable =
-      !options.useCatalog && config.chat.searchRounds > 0 && access.searchEnabled && request.body.tool_choice !== 'none' && !(typeof n === 'number' && n > 1);
+      !options.useCatalog &&
+      config.chat.searchRounds > 0 &&
+      access.searchEnabled &&
+      toolChoice !== 'none' &&
+      (toolChoice as { type?: unknown } | undefined)?.type !== 'none' &&
+      !(typeof n === 'number' && n > 1);
     let rewrite: Rewrite;
     try {
       rewrite = await rewriter.rewrite(request, {
@@ -164,23 +210,43 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       log.warn({ err: error, api: request.api }, 'ranking the tools failed; forwarding them unranked (chat.failOpen)');
       metrics?.chatFailOpen.inc({ api: request.api });
       res.setHeader('x-toolrouter-fail-open', error instanceof IndexNotReadyError ? 'index_not_ready' : 'search_failed');
-      return { rewrite: rewriter.unranked(request, { ...options, maxTools: config.chat.maxTools }), keys };
+      return { rewrite: rewriter.unranked(request, { ...options, maxTools: config.chat.maxTools }), keys, native: false };
     }
     // Only a request that lost tools needs a way back to them.
     const trimmed = rewrite.body !== undefined && rewrite.decision.mode === 'request' && rewrite.decision.dropped.length > 0;
-    return { rewrite, keys, ...(searchable && trimmed ? { searchTool: searchToolName(request.tools, config.chat.searchToolName) } : {}) };
+    const withSearch = searchable && trimmed;
+    const native = withSearch && nativeMode(nativeHeader, request, config.chat);
+    const name = native && request.api === 'responses' ? CLIENT_TOOL_SEARCH : searchToolName(request.tools, config.chat.searchToolName);
+    return { rewrite, keys, native, ...(withSearch ? { searchTool: name } : {}) };
   };
   router.post(CHAT_COMPLETIONS_PATH, rawBody, proxy('chat'));
   router.post(RESPONSES_PATH, rawBody, proxy('responses'));
 
+  /** Anthropic's Messages API: errors in Anthropic's shape, from this router's own handler. */
+  const anthropic = Router();
+  anthropic.post(MESSAGES_PATH, rawBody, proxy('anthropic'));
+  anthropic.post(COUNT_TOKENS_PATH, rawBody, async (req, res) => {
+    // Counted as it would be sent: the same rewrite (and search tool) as /v1/messages, without the search round.
+    const upstream = upstreamOf('anthropic');
+    const request = readRequest(req, 'anthropic', config.limits.jsonDepth);
+    const { rewrite, searchTool, native } = await prepare(req, res, request);
+    const { body, decision } = rewrite;
+    res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
+    if (native) res.setHeader('x-toolrouter-native', 'on');
+    const sent = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, 'anthropic', searchTool) : body;
+    await forwardRequest(req, res, sent === undefined ? rawBytes(req, request) : JSON.stringify(sent), upstream, log);
+  });
+  anthropic.use(anthropicErrorHandler(log));
+  router.use(anthropic);
+
   router.post(REWRITE_PATH, rawBody, async (req, res) => {
     const parsed = Buffer.isBuffer(req.body) ? parseJsonObject(req.body, 'chat completion or Responses API request', config.limits.jsonDepth) : req.body;
     const request = PARSERS[rewriteApi(parsed)](parsed);
-    const { rewrite, searchTool } = await prepare(req, res, request);
+    const { rewrite, searchTool, native } = await prepare(req, res, request);
     const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
-    const forwarded = body && searchTool ? { ...body, tools: [...(body.tools as unknown[]), searchToolDefinition(request.api, searchTool)] } : (body ?? request.body);
-    res.json({ request: forwarded, decision: searchTool ? { ...decision, searchTool } : decision });
+    const forwarded = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, request.api, searchTool) : (body ?? request.body);
+    res.json({ request: forwarded, decision: { ...decision, ...(searchTool ? { searchTool } : {}), ...(native ? { native } : {}) } });
   });
 
   router.use(openAiErrorHandler(log));
@@ -188,18 +254,29 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
 }
 
 /**
- * Which API a dry-run body is written for: a body with `messages` is a chat completion; one with `input`,
- * `instructions` or `previous_response_id` (and no `messages`) is a Responses API request. Anything else is read as a
- * chat completion, whose validation then says what is missing.
+ * Which API a dry-run body is written for: a body with `messages` is a chat completion, unless it is Anthropic's (a
+ * top-level `system`, or tools with an `input_schema`); one with `input`, `instructions` or `previous_response_id` (and
+ * no `messages`) is a Responses API request. Anything else is read as a chat completion, whose validation then says
+ * what is missing.
  */
 export function rewriteApi(body: unknown): Api {
-  if (typeof body !== 'object' || body === null || 'messages' in body) return 'chat';
+  if (typeof body !== 'object' || body === null) return 'chat';
+  if ('messages' in body) {
+    const { system, tools } = body as { system?: unknown; tools?: unknown };
+    const anthropicTools = Array.isArray(tools) && tools.some((tool) => typeof tool === 'object' && tool !== null && 'input_schema' in tool);
+    return system !== undefined || anthropicTools ? 'anthropic' : 'chat';
+  }
   return ['input', 'instructions', 'previous_response_id'].some((field) => field in body) ? 'responses' : 'chat';
 }
 
 /** The body arrives raw (Buffer); if an app-level JSON parser got to it first, its parsed form is used instead. */
 function readRequest(req: Request, api: Api, maxDepth: number): ToolRequest {
   return PARSERS[api](Buffer.isBuffer(req.body) ? parseJsonObject(req.body, WHAT[api], maxDepth) : req.body);
+}
+
+/** The body with the proxy's search tool at the end of its tools. */
+function withSearchTool(body: Record<string, unknown>, api: Api, name: string): Record<string, unknown> {
+  return { ...body, tools: [...((body.tools as unknown[] | undefined) ?? []), searchToolDefinition(api, name)] };
 }
 
 function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {

@@ -2,9 +2,9 @@ import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import type { Metrics } from '../metrics.js';
-import { forwardRequest, type UpstreamSettings } from './proxy.js';
+import { forwardRequest, type ForwardHooks, type UpstreamSettings } from './proxy.js';
 import type { ToolRewriter } from './rewriter.js';
-import { continuation, searchToolDefinition, searchTurnReader, type SearchCall, type SearchTurnReader } from './search-tool.js';
+import { continuation, searchToolDefinition, searchTurnReader, type SearchAnswer, type SearchCall, type SearchTurn, type SearchTurnReader } from './search-tool.js';
 import { toolLabel } from './rewrite.js';
 import type { ToolRequest } from './tool-request.js';
 import { totalTokens } from '../search/tokens.js';
@@ -20,6 +20,11 @@ export interface SearchRoundSettings {
   /** Most tools forwarded, the search tool included. */
   maxTools: number;
   maxQueryLength: number;
+  /**
+   * Anthropic's native mode: every tool is already in the request (the ones not kept deferred), so found tools are not
+   * added; the answer references them with `tool_reference` blocks, which the provider expands into their definitions.
+   */
+  native?: boolean;
 }
 
 export interface SearchRoundInput {
@@ -40,6 +45,8 @@ export interface SearchRoundInput {
   log: Logger;
   /** The router's metrics (search-tool calls by result); without it nothing is counted. */
   metrics?: Pick<Metrics, 'chatSearchCalls'>;
+  /** Shown the answer that goes to the caller (src/chat/proxy.ts ForwardHooks). */
+  observe?: ForwardHooks<unknown>['observe'];
 }
 
 export interface SearchRoundResult {
@@ -78,11 +85,14 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     const sent = { ...body, tools: [...tools, searchTool] };
     tokens = totalTokens(sent.tools);
     res.setHeader(TOKENS_HEADER, tokensHeader(tokens, input.offeredTokens));
-    const reader = intercept ? (answer: globalThis.Response) => (last.reader = searchTurnReader(api, settings.toolName, answer)) : undefined;
-    const turn = await llmSpan({ api, model: body.model, url: upstream.url, round }, () => forwardRequest(req, res, JSON.stringify(sent), upstream, log, reader));
+    const hooks: ForwardHooks<SearchTurn> = {
+      ...(intercept ? { reader: (answer: globalThis.Response) => (last.reader = searchTurnReader(api, settings.toolName, answer)) } : {}),
+      ...(input.observe ? { observe: input.observe } : {}),
+    };
+    const turn = await llmSpan({ api, model: body.model, url: upstream.url, round }, () => forwardRequest(req, res, JSON.stringify(sent), upstream, log, hooks));
     if (turn === undefined) break;
     const final = round + 1 >= settings.rounds;
-    const answers = new Map<string, string>();
+    const answers = new Map<string, SearchAnswer>();
     for (const call of turn.calls) {
       searches++;
       const context = { request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round };
@@ -110,7 +120,7 @@ interface AnswerContext {
 }
 
 /** The tool result the model reads: the tools it may now call, or why there are none. */
-async function answerSearch(call: SearchCall, context: AnswerContext): Promise<string> {
+async function answerSearch(call: SearchCall, context: AnswerContext): Promise<SearchAnswer> {
   const { request, access, rewriter, settings, log, metrics, tools, forwarded } = context;
   const api = request.api;
   let args: { query?: unknown; top_k?: unknown } | undefined;
@@ -126,13 +136,15 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
     return JSON.stringify({ error: `Call ${settings.toolName} with {"query": "<what the tool should do>"}.${lastNote}` });
   }
   const asked = typeof args?.top_k === 'number' && Number.isInteger(args.top_k) ? args.top_k : settings.topK;
-  const room = settings.maxTools - 1 - tools.length;
+  // Native mode adds no definitions, so the cap does not bound what a search finds.
+  const room = settings.native ? Number.POSITIVE_INFINITY : settings.maxTools - 1 - tools.length;
   const topK = Math.max(0, Math.min(asked, settings.topK, room));
   let found: ReturnType<typeof toolSummary>[];
+  let hits: Awaited<ReturnType<ToolRewriter['findRequestTools']>>;
   try {
-    const hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
+    hits = topK > 0 ? await rewriter.findRequestTools(request, query, topK, new Set(forwarded), access) : [];
     for (const tool of hits) {
-      tools.push(tool.definition);
+      if (!settings.native) tools.push(tool.definition);
       forwarded.push(toolLabel(tool));
     }
     found = hits.map(toolSummary);
@@ -143,6 +155,11 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<s
   }
   metrics?.chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
   log.info({ api, round: context.round, query, found: found.map((tool) => tool.name) }, 'search tool answered');
+  if (settings.native && found.length > 0) {
+    // Anthropic: tool_reference blocks, which the provider expands into the deferred tools. OpenAI: the definitions,
+    // loaded by a tool_search_output item.
+    return api === 'anthropic' ? found.map((tool) => ({ type: 'tool_reference', tool_name: tool.name })) : hits.map((tool) => tool.definition);
+  }
   const note =
     found.length > 0
       ? 'These tools are now available: call them directly.'

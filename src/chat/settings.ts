@@ -39,6 +39,24 @@ export const chatSettingsSchema = z
     failOpen: z.boolean().default(true),
     /** With ADMIN_KEY set, proxy requests need a toolrouter key (x-toolrouter-key); off, they go through without one. */
     requireKey: z.boolean().default(true),
+    /** Sent to the Anthropic upstream as `x-api-key` instead of the caller's key (env UPSTREAM_ANTHROPIC_KEY). */
+    anthropicUpstreamKey: z.string().min(1).optional(),
+    /**
+     * Provider-native tool search on `/v1/messages` and `/v1/responses` (per request: `x-toolrouter-native:
+     * on|off|auto`). `off`: tools the routing does not keep are removed (trim). `auto`: for models in `nativeModels`,
+     * every tool is forwarded and those not kept carry `defer_loading: true`; the proxy's search tool (Anthropic: a
+     * custom tool answered with `tool_reference` blocks; OpenAI: a client-executed `tool_search` answered with a
+     * `tool_search_output`) loads what the model asks for. Other models are trimmed.
+     */
+    native: z.enum(['off', 'auto']).default('off'),
+    /**
+     * Model name prefixes that support deferred tool loading: Anthropic documents tool search for Claude Sonnet and
+     * Opus from 4.5 on (and the models after them), not for Haiku models; OpenAI for gpt-5.4 and later.
+     */
+    nativeModels: z
+      .array(z.string().min(1))
+      .max(1_000)
+      .default(['claude-sonnet-4-5', 'claude-sonnet-4-6', 'claude-opus-4-5', 'claude-opus-4-6', 'claude-opus-4-7', 'claude-opus-4-8', 'claude-sonnet-5', 'claude-opus-5', 'claude-mythos', 'gpt-5.4', 'gpt-5.5', 'gpt-6']),
   })
   .prefault({});
 

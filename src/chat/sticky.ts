@@ -1,53 +1,84 @@
 import { createHash } from 'node:crypto';
-import type { ToolRequest } from './tool-request.js';
+import type { ConversationShape } from './answers.js';
 
 /**
  * Sticky selection: which tools each conversation was last forwarded, so its next turn forwards them again, first and
  * in the same order, and appends what is new. The tools block then only grows at its end, which keeps providers'
  * prompt caches warm and never takes a tool away from a model that has seen it.
  *
- * A conversation is recognised without any id from the caller: every turn resends the earlier ones, so turn N+1's
- * history starts with turn N's. Each turn is filed under the hash of its whole history; a request looks up the hashes of
- * its prefixes, longest first. A Responses request that continues a stored response (`previous_response_id`) is looked
- * up by that response's id instead. Kept in this process's memory, least recently used first out.
+ * A conversation is recognised by its own history, without any id from the caller: a request continues an earlier one
+ * only when its history begins with that earlier request's whole history *followed by the answer the upstream gave
+ * it* (src/chat/answers.ts reads that answer from the reply as it is passed on, and from the assistant turn a later
+ * history carries). A request whose history merely begins with the same words — every conversation that opens with
+ * "hi" — has no such answer after them and starts clean. A Responses request that continues a stored response
+ * (`previous_response_id`) is recognised by that response's id. Everything is within one caller scope (key) and API.
+ * Kept in this process's memory, least recently used first out.
  */
 export class StickySelections {
-  private readonly entries = new Map<string, readonly string[]>();
+  private readonly entries = new Map<string, Entry>();
 
   constructor(private readonly size: number) {}
 
-  /** Keys of this request's conversation: its own (to file this turn under) and its prefixes' (to look up). */
-  keys(request: ToolRequest, scope: string | undefined): ConversationKeys {
+  /**
+   * This request's place in the conversation store: the key to file its turn under, and the earlier turns it may
+   * continue (every prefix of its history that is followed by an assistant turn, longest first, with that turn's
+   * fingerprint).
+   */
+  keys(request: ConversationRequest, shape: ConversationShape, scope: string | undefined): ConversationKeys {
     // Who asks and through which API are part of the identity: two keys never share a selection.
-    let hash = sha256(`${request.api}\u0000${scope ?? ''}`);
-    const prefixes: string[] = [];
-    for (const item of request.history) {
-      hash = sha256(`${hash}\u0000${JSON.stringify(item)}`);
-      prefixes.push(hash);
-    }
-    const lookups = prefixes.reverse();
     const root = sha256(`${request.api}\u0000${scope ?? ''}`);
-    if (request.previousResponseId !== undefined) lookups.unshift(responseKey(root, request.previousResponseId));
-    return { own: lookups.find((key) => !key.startsWith('response:')) ?? root, lookups, root };
+    const earlier: ConversationKeys['earlier'] = [];
+    let hash = root;
+    request.history.forEach((item, index) => {
+      const answer = index > 0 ? shape.answerAt(request.history, index) : undefined;
+      if (answer !== undefined) earlier.push({ key: hash, answer });
+      hash = sha256(`${hash}\u0000${JSON.stringify(item, withoutCacheMarks)}`);
+    });
+    return {
+      own: hash,
+      earlier: earlier.reverse(),
+      root,
+      ...(request.previousResponseId === undefined ? {} : { previous: responseKey(root, request.previousResponseId) }),
+    };
   }
 
   /** The tools forwarded in this conversation's latest earlier turn, in their order; [] for a new conversation. */
   get(keys: ConversationKeys): readonly string[] {
-    for (const key of keys.lookups) {
-      const names = this.entries.get(key);
-      if (names) {
-        this.touch(key, names);
+    if (keys.previous !== undefined) {
+      const entry = this.entries.get(keys.previous);
+      const names = entry?.answers.get(ANY);
+      if (entry && names) {
+        this.touch(keys.previous, entry);
+        return names;
+      }
+    }
+    for (const { key, answer } of keys.earlier) {
+      const entry = this.entries.get(key);
+      const names = entry?.answers.get(answer);
+      if (entry && names) {
+        this.touch(key, entry);
         return names;
       }
     }
     return [];
   }
 
-  /** Files a turn's forwarded tools under its history, and under the upstream's response id when there is one. */
-  set(keys: ConversationKeys, names: readonly string[], responseId?: string): void {
+  /**
+   * Files a turn's forwarded tools under its history and the fingerprint of the answer its caller got, and under the
+   * upstream's response id when there is one. A turn whose answer could not be read (an error, a cut stream) is not
+   * filed: nothing can continue it.
+   */
+  set(keys: ConversationKeys, names: readonly string[], answer: string | undefined, responseId?: string): void {
     if (this.size === 0) return;
-    this.touch(keys.own, names);
-    if (responseId !== undefined) this.touch(responseKey(keys.root, responseId), names);
+    if (answer !== undefined) {
+      const entry = this.entries.get(keys.own) ?? { answers: new Map() };
+      // The same history answered again (a retry, a regenerated answer): each answer is its own continuation.
+      entry.answers.delete(answer);
+      entry.answers.set(answer, names);
+      while (entry.answers.size > ANSWERS_PER_TURN) entry.answers.delete(entry.answers.keys().next().value!);
+      this.touch(keys.own, entry);
+    }
+    if (responseId !== undefined) this.touch(responseKey(keys.root, responseId), { answers: new Map([[ANY, names]]) });
     while (this.entries.size > this.size) this.entries.delete(this.entries.keys().next().value!);
   }
 
@@ -55,19 +86,47 @@ export class StickySelections {
     return this.entries.size;
   }
 
-  private touch(key: string, names: readonly string[]): void {
+  private touch(key: string, entry: Entry): void {
     // Re-inserting marks it most recently used.
     this.entries.delete(key);
-    this.entries.set(key, names);
+    this.entries.set(key, entry);
   }
 }
 
+/** What sticky selection reads of a request, whatever its API. */
+export interface ConversationRequest {
+  api: string;
+  /** The conversation as sent, oldest first. */
+  history: readonly unknown[];
+  /** Responses API: the stored response this request continues. */
+  previousResponseId?: string;
+}
+
 export interface ConversationKeys {
+  /** Where this request's turn is filed: the hash of its whole history. */
   own: string;
-  /** Longest prefix first (a `previous_response_id` before all). */
-  lookups: string[];
+  /** Earlier turns this request may continue: the hash of a history prefix and the answer that must follow it. */
+  earlier: { key: string; answer: string }[];
+  /** The `previous_response_id` this request continues, as a store key. */
+  previous?: string;
   root: string;
 }
+
+interface Entry {
+  /** The tools forwarded, by the fingerprint of the answer the caller got. */
+  answers: Map<string, readonly string[]>;
+}
+
+/** Answers remembered for one history (retries, regenerated answers), oldest first out. */
+const ANSWERS_PER_TURN = 4;
+/** A stored response is continued by its id alone. */
+const ANY = '';
+
+/**
+ * Cache breakpoints are not part of what was said: Claude Code moves `cache_control` to the newest message every turn,
+ * so an earlier message comes back without the mark it had when it was last.
+ */
+const withoutCacheMarks = (key: string, value: unknown) => (key === 'cache_control' ? undefined : value);
 
 const responseKey = (root: string, id: string) => `response:${sha256(`${root}\u0000${id}`)}`;
 

@@ -9,8 +9,8 @@ import { invalidRequest } from './errors.js';
  * token counting then work the same for both.
  */
 
-/** `chat`: `POST /v1/chat/completions`. `responses`: `POST /v1/responses`. */
-export type Api = 'chat' | 'responses';
+/** `chat`: `POST /v1/chat/completions`. `responses`: `POST /v1/responses`. `anthropic`: `POST /v1/messages`. */
+export type Api = 'chat' | 'responses' | 'anthropic';
 
 export interface FunctionDefinition {
   name: string;

@@ -63,7 +63,19 @@ export function responsesFunctionTool(tool: Tool): ResponsesFunctionTool {
   return { type: 'function', ...fn, strict: false };
 }
 
+/** An Anthropic custom tool, as forwarded upstream: the input schema is `input_schema`. */
+export interface AnthropicTool {
+  name: string;
+  description?: string;
+  input_schema: Record<string, unknown>;
+}
+
+export function anthropicTool(tool: Tool): AnthropicTool {
+  const { function: fn } = openAiFunctionTool(tool);
+  return { name: fn.name, ...(fn.description === undefined ? {} : { description: fn.description }), input_schema: fn.parameters };
+}
+
 /** A catalog tool as a function tool of the given API. */
-export function catalogFunctionTool(api: Api, tool: Tool): OpenAiFunctionTool | ResponsesFunctionTool {
-  return api === 'responses' ? responsesFunctionTool(tool) : openAiFunctionTool(tool);
+export function catalogFunctionTool(api: Api, tool: Tool): OpenAiFunctionTool | ResponsesFunctionTool | AnthropicTool {
+  return api === 'responses' ? responsesFunctionTool(tool) : api === 'anthropic' ? anthropicTool(tool) : openAiFunctionTool(tool);
 }

@@ -54,6 +54,8 @@ export const configSchema = z.object({
   search: searchSettingsSchema,
   feedback: feedbackSettingsSchema,
   upstreamLlmUrl: z.string().url().optional(),
+  /** Anthropic-compatible base URL for `/v1/messages` (as ANTHROPIC_BASE_URL is written: `https://api.anthropic.com`). */
+  upstreamAnthropicUrl: z.string().url().optional(),
   chat: chatSettingsSchema,
   mcp: mcpSettingsSchema,
 }).superRefine((config, ctx) => {
@@ -111,7 +113,8 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
     adminKey: env.ADMIN_KEY || undefined,
     logLevel: env.LOG_LEVEL,
     upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
-    chat: env.UPSTREAM_LLM_KEY ? { upstreamKey: env.UPSTREAM_LLM_KEY } : undefined,
+    upstreamAnthropicUrl: env.UPSTREAM_ANTHROPIC_URL || undefined,
+    chat: env.UPSTREAM_LLM_KEY || env.UPSTREAM_ANTHROPIC_KEY ? definedOnly({ upstreamKey: env.UPSTREAM_LLM_KEY || undefined, anthropicUpstreamKey: env.UPSTREAM_ANTHROPIC_KEY || undefined }) : undefined,
     worker: env.WORKER_METRICS_PORT ? { metricsPort: parsePort('WORKER_METRICS_PORT', env.WORKER_METRICS_PORT) } : undefined,
   });
   const embeddingEnv = definedOnly({

@@ -159,8 +159,8 @@ export function llmSpan<R>(request: { api: string; model: unknown; url: string; 
   const url = URL.canParse(request.url) ? new URL(request.url) : undefined;
   const attributes = {
     [GEN_AI_OPERATION_NAME]: 'chat',
-    // OpenAI-compatible unless the face says otherwise (an Anthropic Messages face: 'anthropic').
-    [GEN_AI_PROVIDER_NAME]: request.provider ?? 'openai',
+    // OpenAI-compatible unless the face says otherwise (the Anthropic Messages face: 'anthropic').
+    [GEN_AI_PROVIDER_NAME]: request.provider ?? (request.api === 'anthropic' ? 'anthropic' : 'openai'),
     ...(model ? { [GEN_AI_REQUEST_MODEL]: model } : {}),
     ...(url ? { [ATTR_SERVER_ADDRESS]: url.hostname, [ATTR_SERVER_PORT]: Number(url.port || (url.protocol === 'https:' ? 443 : 80)) } : {}),
     'toolrouter.chat.api': request.api,

@@ -173,8 +173,9 @@ export function functionCallEvents(callId: string, name: string, args: unknown, 
   return events.map((event) => `event: ${String(event.type)}\ndata: ${JSON.stringify(event)}\n\n`);
 }
 
-export async function startStandInLlm(): Promise<StandInLlm> {
-  let responder: Responder = byPath;
+/** `fallback` answers until a test says otherwise (the Anthropic stand-in passes its own: test/helpers/stand-in-anthropic.ts). */
+export async function startStandInLlm(fallback: Responder = byPath): Promise<StandInLlm> {
+  let responder: Responder = fallback;
   const received: ReceivedRequest[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
@@ -203,7 +204,7 @@ export async function startStandInLlm(): Promise<StandInLlm> {
     },
     reset: () => {
       received.length = 0;
-      responder = byPath;
+      responder = fallback;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateTools } from '../../src/catalog/validate.js';
-import { chatCompletionsUrl } from '../../src/chat/proxy.js';
+import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/proxy.js';
 import { contentText, conversationQuery } from '../../src/chat/query.js';
 import { parseChatRequest } from '../../src/chat/request.js';
+import { parseAnthropicRequest } from '../../src/chat/anthropic-request.js';
+import { conversationSteps } from '../../src/chat/feedback-capture.js';
 import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/rewrite.js';
 import { searchToolName } from '../../src/chat/search-tool.js';
 import { StickySelections } from '../../src/chat/sticky.js';
+import { chatShape, responsesShape } from '../../src/chat/answers.js';
 import { parseResponsesRequest } from '../../src/chat/responses.js';
 import { indexableTool, openAiFunctionTool } from '../../src/chat/tools.js';
 
@@ -151,28 +154,56 @@ describe('sticky selection', () => {
     assert.deepEqual(stickyOrder(items, (item) => item.name, ['d', 'gone', 'b']).map((item) => item.name), ['d', 'b', 'a', 'c', 'e']);
   });
 
-  it('recognises a later turn by its history prefix, per key and API, and a response by its id', () => {
+  const fingerprint = (content: string) => chatShape.answerAt([{ role: 'assistant', content }], 0);
+
+  it('recognises a later turn by its history prefix followed by the answer it got, per key and API', () => {
     const sticky = new StickySelections(10);
     const turn1 = parseChatRequest({ messages: [user('email Bob')] });
-    sticky.set(sticky.keys(turn1, undefined), ['gmail']);
+    sticky.set(sticky.keys(turn1, chatShape, undefined), ['gmail'], fingerprint('sent'));
     const turn2 = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', content: 'sent' }, user('and the weather?')] });
-    assert.deepEqual(sticky.get(sticky.keys(turn2, undefined)), ['gmail']);
-    assert.deepEqual(sticky.get(sticky.keys(turn2, 'key_other')), [], 'another key does not share it');
-    assert.deepEqual(sticky.get(sticky.keys(parseChatRequest({ messages: [user('email Alice')] }), undefined)), []);
+    assert.deepEqual(sticky.get(sticky.keys(turn2, chatShape, undefined)), ['gmail']);
+    assert.deepEqual(sticky.get(sticky.keys(turn2, chatShape, 'key_other')), [], 'another key does not share it');
+    const forged = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', content: 'something else' }, user('and the weather?')] });
+    assert.deepEqual(sticky.get(sticky.keys(forged, chatShape, undefined)), [], 'an answer the upstream never gave continues nothing');
+    assert.deepEqual(sticky.get(sticky.keys(parseChatRequest({ messages: [user('email Alice')] }), chatShape, undefined)), []);
+  });
+
+  it('a new conversation with the same first words starts clean', () => {
+    const sticky = new StickySelections(10);
+    const hi = () => parseChatRequest({ messages: [user('hi')] });
+    sticky.set(sticky.keys(hi(), chatShape, undefined), ['a'], fingerprint('Hello!'));
+    assert.deepEqual(sticky.get(sticky.keys(hi(), chatShape, undefined)), []);
+    sticky.set(sticky.keys(hi(), chatShape, undefined), ['a', 'b'], fingerprint('Hi there'));
+    assert.deepEqual(sticky.get(sticky.keys(hi(), chatShape, undefined)), []);
+    // Each answer to the same opening is its own conversation.
+    const continued = (answer: string) => parseChatRequest({ messages: [user('hi'), { role: 'assistant', content: answer }, user('more')] });
+    assert.deepEqual(sticky.get(sticky.keys(continued('Hello!'), chatShape, undefined)), ['a']);
+    assert.deepEqual(sticky.get(sticky.keys(continued('Hi  there'), chatShape, undefined)), ['a', 'b'], 'whitespace does not matter');
+  });
+
+  it('matches a tool-call answer by its call ids, and a Responses continuation by previous_response_id', () => {
+    const sticky = new StickySelections(10);
+    const calls = [{ id: 'call_1', type: 'function', function: { name: 'gmail', arguments: '{}' } }];
+    sticky.set(sticky.keys(parseChatRequest({ messages: [user('email Bob')] }), chatShape, undefined), ['gmail'], chatShape.answerAt([{ role: 'assistant', content: null, tool_calls: calls }], 0));
+    const next = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', tool_calls: calls }, { role: 'tool', tool_call_id: 'call_1', content: 'ok' }] });
+    assert.deepEqual(sticky.get(sticky.keys(next, chatShape, undefined)), ['gmail']);
 
     const first = parseResponsesRequest({ input: 'email Bob' });
-    sticky.set(sticky.keys(first, undefined), ['gmail', 'weather'], 'resp_1');
-    const next = parseResponsesRequest({ input: 'something else', previous_response_id: 'resp_1' });
-    assert.deepEqual(sticky.get(sticky.keys(next, undefined)), ['gmail', 'weather']);
+    sticky.set(sticky.keys(first, responsesShape, undefined), ['gmail', 'weather'], undefined, 'resp_1');
+    const byId = parseResponsesRequest({ input: 'something else', previous_response_id: 'resp_1' });
+    assert.deepEqual(sticky.get(sticky.keys(byId, responsesShape, undefined)), ['gmail', 'weather']);
+    assert.deepEqual(sticky.get(sticky.keys(byId, responsesShape, 'key_other')), []);
+    assert.deepEqual(sticky.get(sticky.keys(parseResponsesRequest({ input: 'email Bob' }), responsesShape, undefined)), []);
   });
 
   it('forgets the least recently used conversation beyond its size', () => {
     const sticky = new StickySelections(2);
-    const keys = ['one', 'two', 'three'].map((text) => sticky.keys(parseChatRequest({ messages: [user(text)] }), undefined));
-    keys.forEach((key, i) => sticky.set(key, [`tool${i}`]));
+    const keys = ['one', 'two', 'three'].map((text) => sticky.keys(parseChatRequest({ messages: [user(text)] }), chatShape, undefined));
+    keys.forEach((key, i) => sticky.set(key, [`tool${i}`], fingerprint('ok')));
     assert.equal(sticky.count, 2);
-    assert.deepEqual(sticky.get(keys[0]!), []);
-    assert.deepEqual(sticky.get(keys[2]!), ['tool2']);
+    const next = (text: string) => sticky.keys(parseChatRequest({ messages: [user(text), { role: 'assistant', content: 'ok' }, user('go on')] }), chatShape, undefined);
+    assert.deepEqual(sticky.get(next('one')), []);
+    assert.deepEqual(sticky.get(next('three')), ['tool2']);
   });
 });
 
@@ -181,5 +212,51 @@ describe('search tool name', () => {
     const request = parseChatRequest({ messages: [user('x')], tools: [fn('search_tools'), fn('search_tools_2'), fn('other')] });
     assert.equal(searchToolName(request.tools, 'find_tools'), 'find_tools');
     assert.equal(searchToolName(request.tools, 'search_tools'), 'search_tools_3');
+  });
+});
+
+describe('Anthropic requests', () => {
+  it('reads keep-rules and the conversation from content blocks', () => {
+    const request = parseAnthropicRequest({
+      model: 'claude',
+      max_tokens: 10,
+      system: [{ type: 'text', text: 'You are terse.', cache_control: { type: 'ephemeral' } }],
+      messages: [
+        user('Will it rain in Paris?'),
+        { role: 'assistant', content: [{ type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'weather', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'rain' }, { type: 'text', text: 'And Lisbon?' }] },
+      ],
+      tools: [{ name: 'weather', input_schema: { type: 'object' } }, { name: 'mail', description: 'Send mail', input_schema: { type: 'object' } }, { type: 'web_search_20250305', name: 'web_search' }],
+      tool_choice: { type: 'tool', name: 'mail' },
+    });
+    assert.deepEqual(request.tools.map((tool) => tool.function?.name ?? null), ['weather', 'mail', null], 'a typed tool is not ranked');
+    assert.deepEqual([...requiredTools(request, []).entries()], [['mail', 'tool_choice'], ['weather', 'tool_result']]);
+    assert.equal(conversationQuery(request.turns, 1_000).split('\n')[0], 'And Lisbon?');
+    assert.equal(request.history.length, 4, 'the system prompt is part of the history');
+    const steps = conversationSteps(request);
+    assert.deepEqual(steps.map((step) => step.role), ['system', 'user', 'assistant', 'user']);
+    assert.deepEqual(steps[2]!.calls, [{ id: 'toolu_1', name: 'weather' }]);
+    assert.equal(steps[3]!.ref, 'toolu_1');
+  });
+
+  it("keeps the tools a caller's own tool search referenced (tool_reference blocks in a tool_result)", () => {
+    const request = parseAnthropicRequest({
+      messages: [
+        user('find the deploy tool'),
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_s', name: 'ToolSearch', input: { query: 'deploy' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_s', content: [{ type: 'tool_reference', tool_name: 'deploy' }] }] },
+      ],
+      tools: [{ name: 'ToolSearch', input_schema: { type: 'object' } }, { name: 'deploy', input_schema: { type: 'object' }, defer_loading: true }],
+    });
+    assert.deepEqual([...requiredTools(request, []).entries()], [['ToolSearch', 'tool_result'], ['deploy', 'tool_result']]);
+  });
+
+  it("goes to the caller's own path under the Anthropic base URL, with or without /v1 in it", () => {
+    assert.equal(upstreamUrl('https://api.anthropic.com', 'anthropic', '/v1/messages?beta=true'), 'https://api.anthropic.com/v1/messages?beta=true');
+    assert.equal(upstreamUrl('https://gateway.example/anthropic/v1/', 'anthropic', '/v1/messages/count_tokens'), 'https://gateway.example/anthropic/v1/messages/count_tokens');
+  });
+
+  it('refuses a custom tool without an input_schema, naming it', () => {
+    assert.throws(() => parseAnthropicRequest({ messages: [user('hi')], tools: [{ name: 'x' }] }), /tools\[0\]\.input_schema/);
   });
 });

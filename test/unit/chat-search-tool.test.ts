@@ -179,7 +179,8 @@ describe('sticky selection', () => {
       const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages, tools: TOOLS });
       assert.equal(answer.status, 200);
       forwarded.push(chatNames(llm.received.at(-1)!.json.tools).filter((name) => name !== 'search_tools'));
-      messages.push({ role: 'assistant', content: 'Done.' });
+      // The caller carries the answer it got: that is what makes the next request this conversation's next turn.
+      messages.push(answer.json.choices[0].message);
     }
     for (let turn = 1; turn < forwarded.length; turn++) {
       assert.deepEqual(forwarded[turn]!.slice(0, forwarded[turn - 1]!.length), forwarded[turn - 1], `turn ${turn + 1}: ${forwarded[turn]!.join(', ')}`);
@@ -190,6 +191,72 @@ describe('sticky selection', () => {
     // Another conversation starts from nothing.
     await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user(turns[1]!)], tools: TOOLS });
     assert.ok(!chatNames(llm.received.at(-1)!.json.tools).includes('gmail__send_email'));
+  });
+
+  const MANY = syntheticTools(120).map(asFunction);
+  const reasons = (decision: any) => decision.kept.map((tool: any) => tool.reason);
+
+  it('chat: conversations that open with the same words stay apart; a true continuation stays sticky (issue 28)', async () => {
+    const counts: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user('hi')], tools: MANY });
+      assert.equal(answer.status, 200);
+      counts.push(answer.headers.get('x-toolrouter-tools')!);
+    }
+    assert.deepEqual(new Set(counts).size, 1, `each new conversation forwards the same: ${counts.join(' ')}`);
+    assert.ok(Number(counts[0]!.split('/')[0]) < MANY.length, `trimmed: ${counts[0]}`);
+    const dry = await post(`${api.url}/v1/tools/rewrite`, { messages: [user('hi')], tools: MANY });
+    assert.ok(!reasons(dry.json.decision).includes('sticky'), reasons(dry.json.decision).join(', '));
+
+    // The same opening answered differently, or an answer the upstream never gave, is not a continuation.
+    const forged = [user('hi'), { role: 'assistant', content: 'Something the model never said.' }, user('create an invoice in the billing system')];
+    const notOurs = await post(`${api.url}/v1/tools/rewrite`, { messages: forged, tools: MANY });
+    assert.ok(!reasons(notOurs.json.decision).includes('sticky'), reasons(notOurs.json.decision).join(', '));
+
+    // Streamed: the answer is read from the SSE as it passes.
+    llm.respond(sse(() => textChunks('Hello, how can I help?')));
+    const first = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages: [user('hi')], tools: MANY, stream: true });
+    assert.equal(first.status, 200);
+    const turn1 = chatNames(llm.received.at(-1)!.json.tools).filter((name) => name !== 'search_tools');
+    const continued = [user('hi'), { role: 'assistant', content: 'Hello, how can I help?' }, user('create an invoice in the billing system')];
+    const next = await post(`${api.url}/v1/tools/rewrite`, { messages: continued, tools: MANY });
+    const sticky = next.json.decision.kept.filter((tool: any) => tool.reason === 'sticky').map((tool: any) => tool.name);
+    assert.deepEqual(sticky, turn1, 'the continuation keeps what its first turn was forwarded, first and in order');
+  });
+
+  it('Responses: the same opening stays apart; a continuation by its items or previous_response_id stays sticky (issue 28)', async () => {
+    const asResponses = MANY.map((tool) => ({ type: 'function', ...tool.function }));
+    const counts: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const answer = await post(`${api.url}/v1/responses`, { model: 'm', input: 'hi', tools: asResponses });
+      assert.equal(answer.status, 200);
+      counts.push(answer.headers.get('x-toolrouter-tools')!);
+    }
+    assert.equal(new Set(counts).size, 1, counts.join(' '));
+    const dry = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', input: 'hi', tools: asResponses });
+    assert.ok(!reasons(dry.json.decision).includes('sticky'));
+
+    llm.reset();
+    llm.respond(jsonBody(() => ({ ...responseObject('Hello from the model.'), id: 'resp_hi' })));
+    const input = [{ role: 'user', content: 'hi' }];
+    const first = await post(`${api.url}/v1/responses`, { model: 'm', input, tools: asResponses });
+    const turn1 = chatNames(llm.received[0]!.json.tools).filter((name) => name !== 'search_tools');
+    const items = [...input, ...first.json.output, { role: 'user', content: 'create an invoice in the billing system' }];
+    const byItems = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', input: items, tools: asResponses });
+    const stickyOf = (answer: any) => answer.json.decision.kept.filter((tool: any) => tool.reason === 'sticky').map((tool: any) => tool.name);
+    assert.deepEqual(stickyOf(byItems), turn1);
+    const byId = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', previous_response_id: 'resp_hi', input: 'create an invoice', tools: asResponses });
+    assert.deepEqual(stickyOf(byId), turn1);
+
+    // Without the search tool (tool_choice none), streamed: the id is read from the events as they pass.
+    llm.reset();
+    llm.respond(sse(() => [responsesEventStream('Plain answer').replaceAll('resp_standin', 'resp_streamed')]));
+    const streamed = await post(`${api.url}/v1/responses`, { model: 'm', input: 'list the invoices', tools: asResponses, tool_choice: 'none', stream: true });
+    assert.equal(streamed.status, 200);
+    const sent = chatNames(llm.received[0]!.json.tools);
+    assert.ok(!sent.includes('search_tools') && sent.length < asResponses.length, sent.join(', '));
+    const next = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', previous_response_id: 'resp_streamed', input: 'and the customers', tools: asResponses });
+    assert.deepEqual(stickyOf(next), sent);
   });
 
   it('follows a Responses conversation through previous_response_id', async () => {
@@ -318,5 +385,76 @@ describe('fail-open', () => {
       });
       await strict.close();
     }
+  });
+});
+
+describe("native mode on the Responses API: OpenAI's client-executed tool_search", () => {
+  let llm: StandInLlm;
+  let api: RunningRouter;
+  const searchCall = (callId: string) => ({
+    ...responseObject(),
+    id: 'resp_search',
+    output: [{ type: 'tool_search_call', id: `ts_${callId}`, call_id: callId, execution: 'client', arguments: ASK, status: 'completed' }],
+  });
+
+  before(async () => {
+    llm = await startStandInLlm();
+    api = await startRouter({ upstreamLlmUrl: llm.url, chat: { k: 1, native: 'auto' } });
+  });
+  after(async () => {
+    await api.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  function assertLoaded(callId: string) {
+    const [first, second] = llm.received.map((request) => request.json);
+    assert.equal(first.tools.length, RESPONSES_TOOLS.length + 1, 'every tool and the tool_search tool');
+    assert.deepEqual(first.tools.at(-1).type, 'tool_search');
+    assert.equal(first.tools.at(-1).execution, 'client');
+    const loaded = first.tools.filter((tool: any) => tool.type === 'function' && tool.defer_loading !== true);
+    assert.equal(loaded.length, 1, chatNames(loaded).join(', '));
+    assert.ok(first.tools.some((tool: any) => tool.name === NEEDED && tool.defer_loading === true));
+    assert.deepEqual(second.tools, first.tools, 'the tools block does not change: what is found is loaded by the output item');
+    const [call, output] = second.input.slice(-2);
+    assert.deepEqual(call, { type: 'tool_search_call', call_id: callId, execution: 'client', arguments: ASK });
+    assert.equal(output.type, 'tool_search_output');
+    assert.equal(output.call_id, callId);
+    assert.equal(output.execution, 'client');
+    const needed = output.tools.find((tool: any) => tool.name === NEEDED);
+    assert.deepEqual(needed, RESPONSES_TOOLS.find((tool) => tool.name === NEEDED), 'the caller\'s own definition, loaded');
+  }
+
+  it('not streamed and streamed: defers the tools not kept and answers tool_search_call with tool_search_output', async () => {
+    llm.respond(scripted(jsonBody(() => searchCall('call_ts')), jsonBody(() => responseObject('Sunny.'))));
+    const plain = await post(`${api.url}/v1/responses`, { model: 'gpt-5.4', input: 'Email Hana the quarterly report summary.', tools: RESPONSES_TOOLS });
+    assert.equal(plain.status, 200, plain.raw.toString());
+    assert.deepEqual(plain.json, responseObject('Sunny.'));
+    assert.equal(plain.headers.get('x-toolrouter-native'), 'on');
+    assertLoaded('call_ts');
+
+    llm.reset();
+    const events = (() => {
+      const final = searchCall('call_ts2');
+      const item = (final.output as Record<string, unknown>[])[0]!;
+      return [
+        { type: 'response.created', sequence_number: 0, response: { ...final, status: 'in_progress', output: [] } },
+        { type: 'response.output_item.added', sequence_number: 1, output_index: 0, item: { ...item, status: 'in_progress' } },
+        { type: 'response.output_item.done', sequence_number: 2, output_index: 0, item },
+        { type: 'response.completed', sequence_number: 3, response: final },
+      ].map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+    })();
+    llm.respond(scripted(sse(() => events), sse(() => [responsesEventStream('Sunny in Lisbon')])));
+    const streamed = await post(`${api.url}/v1/responses`, { model: 'gpt-5.4', input: 'Email Ian the quarterly report summary.', tools: RESPONSES_TOOLS, stream: true });
+    assert.equal(streamed.raw.toString(), responsesEventStream('Sunny in Lisbon'));
+    assertLoaded('call_ts2');
+  });
+
+  it('trims models outside chat.nativeModels and requests with their own tool_search', async () => {
+    await post(`${api.url}/v1/responses`, { model: 'gpt-4.1', input: 'Email Jan the report.', tools: RESPONSES_TOOLS });
+    assert.equal(llm.received[0]!.json.tools.length, 1 + 1);
+    await post(`${api.url}/v1/responses`, { model: 'gpt-5.4', input: 'Email Kai the report.', tools: [...RESPONSES_TOOLS, { type: 'tool_search' }] });
+    assert.ok(llm.received[1]!.json.tools.every((tool: any) => tool.defer_loading === undefined));
+    assert.ok(llm.received[1]!.json.tools.length < RESPONSES_TOOLS.length);
   });
 });
