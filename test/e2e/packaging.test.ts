@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import YAML from 'yaml';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { collectJsonLines, eventually } from '../helpers/processes.js';
+import { tinyModelsDir, writeOneHotEncoder } from '../helpers/tiny-models.js';
 
 const run = promisify(execFile);
 
@@ -147,5 +148,55 @@ describe('packed package, installed globally from the registry with no overrides
     t.diagnostic(`serve started to first search answered (3 tools indexed): ${((performance.now() - started) / 1000).toFixed(1)} s`);
     // No build could have run: its source package is not installed (checked above); the model is the packed one.
     assert.equal(existsSync(path.join(work, 'cache', 'toolrouter')), false, 'nothing was put into the user cache');
+  });
+  it('runs a model the offline default is not (a tiny Qwen3) once @huggingface/transformers is installed beside it, and says how before', async (t) => {
+    const models = tinyModelsDir();
+    writeOneHotEncoder(models, 'test/Qwen3-Embedding-tiny', ['weather', 'forecast', 'email', 'send', 'invoice', 'paris'], { modelType: 'qwen3', paddingSide: 'left' });
+    const env = { MODELS_DIR: models, EMBEDDING_MODEL: 'test/Qwen3-Embedding-tiny', PORT: '0', LOG_LEVEL: 'info' };
+    const refused = await run(bin, ['serve'], toolrouter([], env)).then(
+      () => assert.fail('serve started without the runtime'),
+      (err: { code: number; stderr: string }) => err,
+    );
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /embedding model "test\/Qwen3-Embedding-tiny" runs through @huggingface\/transformers, which is not installed/);
+    assert.match(refused.stderr, /npm install -g @huggingface\/transformers@4/);
+
+    // As the README says: the CPU runtime only, so onnxruntime-node does not fetch CUDA libraries from nuget.
+    const pkg = (await import(path.join(installed, 'package.json'), { with: { type: 'json' } })) as { default: { peerDependencies: Record<string, string> } };
+    const range = pkg.default.peerDependencies['@huggingface/transformers']!;
+    const before = Number((await run('du', ['-sb', path.join(prefix, 'lib/node_modules')])).stdout.split('\t')[0]);
+    await run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', '--silent', `@huggingface/transformers@${range}`], {
+      cwd: app,
+      env: { ...process.env, ONNXRUNTIME_NODE_INSTALL: 'skip' },
+      maxBuffer: 64 << 20,
+    });
+    const after = Number((await run('du', ['-sb', path.join(prefix, 'lib/node_modules')])).stdout.split('\t')[0]);
+    t.diagnostic(`@huggingface/transformers ${range} beside it: +${((after - before) / 1e6).toFixed(0)} MB`);
+
+    const child = spawn(bin, ['serve'], { ...toolrouter([], env), stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      const logs: Record<string, unknown>[] = [];
+      collectJsonLines(child.stderr!, logs, () => {});
+      const listening = await eventually(
+        async () => logs.find((line) => line.msg === 'toolrouter listening'),
+        (line) => line !== undefined || child.exitCode !== null,
+        120_000,
+      );
+      assert.ok(listening, `serve did not start: ${JSON.stringify(logs.slice(-5))}`);
+      assert.equal(listening.model, 'test/Qwen3-Embedding-tiny');
+      const url = `http://127.0.0.1:${String(listening.port)}`;
+      const tools = [{ name: 'get_weather', description: 'weather forecast', inputSchema: { type: 'object' } }];
+      const put = await fetch(`${url}/v1/catalog/sources/demo`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tools }) });
+      const { catalogHash } = (await put.json()) as { catalogHash: string };
+      const status = await eventually(
+        async () => (await (await fetch(`${url}/v1/index/status`)).json()) as { state: string; indexedHash: string; model: string },
+        (s) => s.state === 'ready' && s.indexedHash === catalogHash,
+        120_000,
+      );
+      assert.equal(status.model, 'test/Qwen3-Embedding-tiny', 'the index was embedded with the Qwen3 model, in process');
+    } finally {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    }
   });
 });
