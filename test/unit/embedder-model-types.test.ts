@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { env, pipeline } from '@huggingface/transformers';
 import { createEmbedder } from '../../src/embedding/embedder.js';
 import { createCrossEncoder } from '../../src/embedding/cross-encoder.js';
+import { loadConfig } from '../../src/config/config.js';
 import { TINY_MODEL_TYPES, tinyModelsDir, writeOneHotEncoder, writeWordScoreCrossEncoder, type TinyModelType } from '../helpers/tiny-models.js';
 
 /**
@@ -83,6 +84,14 @@ describe('transformers.js v4: model types, presets and dtypes on test-built mode
     writeOneHotEncoder(modelsDir, 'test/only-q4', words, { dtypes: ['q4'] });
     close((await (await open('test/only-q4')).embed(['alpha']))[0]!, shifted(3), 'only model_q4.onnx');
     await assert.rejects(open('test/only-q4', { dtype: 'fp16' }), /dtype "fp16" needs onnx\/model_fp16\.onnx .*offers q4 \(onnx\/model_q4\.onnx\)/);
+  });
+
+  it('embedding.dtype comes from the config or EMBEDDING_DTYPE, one of fp32, fp16, q8, q4', () => {
+    assert.equal(loadConfig({ EMBEDDING_DTYPE: 'q4' }).embedding.dtype, 'q4');
+    assert.equal(loadConfig({}, { embedding: { dtype: 'fp16' } }).embedding.dtype, 'fp16');
+    assert.equal(loadConfig({}).embedding.dtype, undefined);
+    assert.throws(() => loadConfig({ EMBEDDING_DTYPE: 'int3' }), /embedding\.dtype: .*"fp32"\|"fp16"\|"q8"\|"q4"/);
+    assert.equal(loadConfig({}, { search: { rerank: { dtype: 'q8' } } }).search.rerank.dtype, 'q8');
   });
 
   it('a model type the runtime cannot load fails at start, naming the type and what is supported', async () => {
