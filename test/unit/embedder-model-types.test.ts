@@ -6,6 +6,7 @@ import { env, pipeline } from '@huggingface/transformers';
 import { createEmbedder } from '../../src/embedding/embedder.js';
 import { createCrossEncoder } from '../../src/embedding/cross-encoder.js';
 import { loadConfig } from '../../src/config/config.js';
+import { readLookupTable } from '../../src/embedding/offline/lookup-model.js';
 import { TINY_MODEL_TYPES, tinyModelsDir, writeOneHotEncoder, writeWordScoreCrossEncoder, type TinyModelType } from '../helpers/tiny-models.js';
 
 /**
@@ -84,6 +85,17 @@ describe('transformers.js v4: model types, presets and dtypes on test-built mode
     writeOneHotEncoder(modelsDir, 'test/only-q4', words, { dtypes: ['q4'] });
     close((await (await open('test/only-q4')).embed(['alpha']))[0]!, shifted(3), 'only model_q4.onnx');
     await assert.rejects(open('test/only-q4', { dtype: 'fp16' }), /dtype "fp16" needs onnx\/model_fp16\.onnx .*offers q4 \(onnx\/model_q4\.onnx\)/);
+  });
+
+  it('the lookup-table reader takes an fp32 Gather graph and nothing else (read without the ONNX schema library)', () => {
+    writeOneHotEncoder(modelsDir, 'test/lookup-fp32', words);
+    const table = readLookupTable(path.join(modelsDir, 'test/lookup-fp32/onnx/model.onnx'));
+    assert.ok(table && table.values instanceof Float32Array);
+    assert.deepEqual([table.rows, table.dims], [4 + words.length, words.length]);
+    // Word i (row 4 + i) is e_i.
+    words.forEach((_, i) => assert.deepEqual(Array.from(table.values.subarray((4 + i) * words.length, (5 + i) * words.length)), unit(words[i]!)));
+    writeWordScoreCrossEncoder(modelsDir, 'test/not-a-lookup', { weather: 1 });
+    assert.equal(readLookupTable(path.join(modelsDir, 'test/not-a-lookup/onnx/model.onnx')), undefined, 'Gather then ReduceSum is not a lookup model');
   });
 
   it('embedding.dtype comes from the config or EMBEDDING_DTYPE, one of fp32, fp16, q8, q4', () => {
