@@ -4,7 +4,7 @@
 # dependencies, compiled code, the model.
 #
 # Node 24: an LTS line in support until April 2028 (Node 20 reached end of life in April 2026; 22 ends in April 2027).
-# --build-arg WITH_TRANSFORMERS=true adds @huggingface/transformers v4 (onnxruntime-node, ~450 MB more) for embedding
+# --build-arg WITH_TRANSFORMERS=true adds @huggingface/transformers v4 (onnxruntime-node and -web, ~490 MB more) for embedding
 # models and cross-encoders other than the offline default (README "Embedding models"); without it the image runs the
 # offline model or an embeddings server (embedding.provider openai) only.
 
