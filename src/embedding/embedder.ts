@@ -1,18 +1,20 @@
 /**
- * Text embeddings behind one seam, from one of two providers: `transformers` (this file: the transformers.js
- * feature-extraction pipeline with the model's pooling, normalisation and query/document prefixes, src/embedding/
- * presets.ts) or `openai` (any OpenAI-compatible `POST /v1/embeddings`, src/embedding/openai.ts). Models are data under `modelsDir` in the transformers.js layout
- * (`<modelsDir>/<org>/<name>/{config.json,tokenizer.json,tokenizer_config.json,onnx/model.onnx}`); the offline
- * default is built on demand from an npm package, anything else must be put there or, when remote models are
- * allowed, is downloaded once into the same place.
+ * Text embeddings behind one seam, from one of two providers: `transformers` (this file: a transformers.js v4 model
+ * with the model's pooling, normalisation and query/document prefixes, src/embedding/presets.ts) or `openai` (any
+ * OpenAI-compatible `POST /v1/embeddings`, src/embedding/openai.ts). Models are data under `modelsDir` in the
+ * transformers.js layout (`<modelsDir>/<org>/<name>/{config.json,tokenizer.json,tokenizer_config.json,onnx/model*.onnx}`);
+ * the offline default ships in the package (built at prepack, or on demand in a source checkout) and runs without
+ * the ONNX runtime; anything else must be put there or, when remote models are allowed, is downloaded once into the
+ * same place, and runs through `@huggingface/transformers` (src/embedding/runtime.ts).
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { AutoTokenizer, env, pipeline, Tensor } from '@xenova/transformers';
 import { OFFLINE_MODEL_ID, ensureOfflineModel } from './offline-model.js';
 import { addRow, readLookupTable, type LookupTable } from './offline/lookup-model.js';
 import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
 import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
+import { checkModelType, chooseDtype, loadTransformers, ONNX_DTYPES, onnxFileOf, pointAtModels, type OnnxDtype, type TransformersModule } from './runtime.js';
+import { loadFolderTokenizer, type Tokenizer, type WordPieceModel } from './tokenizer.js';
 
 export { OFFLINE_MODEL_ID } from './offline-model.js';
 
@@ -52,7 +54,12 @@ export interface EmbedderOptions extends Partial<ModelSettings>, Partial<Omit<Op
   batchSize?: number;
   /** Longest input in tokens; longer texts are truncated (default: the tokenizer's model_max_length). */
   maxTokens?: number;
-  /** Load `onnx/model_quantized.onnx` (true) or `onnx/model.onnx` (false); default: whichever is there, full first. */
+  /**
+   * Which ONNX file of the model folder to load: fp32 `onnx/model.onnx`, fp16 `model_fp16.onnx`, q8
+   * `model_quantized.onnx`, q4 `model_q4.onnx`. Default: the first present in the order fp32, q8, fp16, q4.
+   */
+  dtype?: OnnxDtype;
+  /** Older spelling: true = dtype q8, false = fp32. `dtype` wins when both are set. */
   quantized?: boolean;
 }
 
@@ -67,23 +74,23 @@ interface TensorLike {
   dims: number[];
 }
 
-/** The slice of the transformers.js feature-extraction pipeline this module relies on (its own typings are loose). */
+/** A tokenizer and either an ONNX model run by transformers.js or a lookup table (the offline model). */
 type Extractor = { tokenizer: Tokenizer } & (
-  | { model: (inputs: Record<string, TensorLike>) => Promise<Record<string, TensorLike | undefined>>; table?: undefined }
+  | {
+      model: (inputs: Record<string, TensorLike>) => Promise<Record<string, TensorLike | undefined>>;
+      Tensor: TransformersModule['Tensor'];
+      /** The ONNX file's precision: part of the cache key, as vectors differ between fp32 and q8 of one model. */
+      dtype: OnnxDtype;
+      table?: undefined;
+    }
   /** A table-lookup model (the offline model): pooling reads the table's rows directly, no model call. */
   | { table: LookupTable; model?: undefined }
 );
 
-type Tokenizer = ((
-    texts: string[],
-    options: { padding: boolean; truncation: boolean; return_tensor: false; max_length?: number },
-  ) => Record<string, number[][]>) & {
-    pad_token_id?: number;
-    padding_side?: 'left' | 'right';
-    model?: WordPieceModel;
-  };
-
 const REQUIRED_FILES = ['config.json', 'tokenizer.json', 'tokenizer_config.json'];
+
+/** Named in the error for a model type the runtime cannot load: the families this project documents. */
+const TYPICAL_ENCODERS = ['bert', 'nomic_bert', 'xlm-roberta', 'modernbert', 'mpnet', 'qwen3', 'gemma3_text'];
 
 /**
  * transformers.js keeps its settings in one global `env` read while a model loads; serialising loads keeps two
@@ -109,25 +116,26 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
       `embedding model "${opts.model}" is not available locally and remote models are disabled.\n` +
         `  missing in ${modelDir}: ${local.missing.join(', ')}\n` +
         `  either put the model's transformers.js files there (config.json, tokenizer.json, tokenizer_config.json, ` +
-        `onnx/model.onnx; see models/README.md),\n` +
+        `and one of ${ONNX_DTYPES.map(onnxFileOf).join(', ')}; see models/README.md),\n` +
         `  or set ALLOW_REMOTE_MODELS=true to download it once from the Hugging Face Hub into ${modelsDir},\n` +
         `  or use the offline default EMBEDDING_MODEL=${OFFLINE_MODEL_ID}.`,
     );
   }
 
-  const load = loadQueue.then(async () => {
-    env.allowLocalModels = true;
-    env.localModelPath = modelsDir;
-    env.allowRemoteModels = opts.allowRemoteModels;
-    // A download is cached under cacheDir/<model id>/..., i.e. exactly where the next start looks for local files.
-    env.cacheDir = modelsDir;
-    // With only the quantized export present locally, use it rather than fetching (or failing on) the full one.
-    const quantized = opts.quantized ?? (local.complete ? local.onlyQuantized : false);
+  const dtype = opts.dtype ?? (opts.quantized === undefined ? undefined : opts.quantized ? 'q8' : 'fp32');
+  const load = loadQueue.then(async (): Promise<Extractor> => {
     try {
-      // The offline model is a table lookup: answered in JavaScript from its table, without an onnxruntime session.
-      const table = opts.model === OFFLINE_MODEL_ID && local.complete && !local.onlyQuantized ? readLookupTable(path.join(modelDir, 'onnx', 'model.onnx')) : undefined;
-      if (table) return { tokenizer: (await AutoTokenizer.from_pretrained(opts.model)) as unknown as Tokenizer, table } satisfies Extractor;
-      return (await pipeline('feature-extraction', opts.model, { quantized })) as unknown as Extractor;
+      // The offline model is a table lookup: answered in JavaScript from its table, without the ONNX runtime.
+      const table = opts.model === OFFLINE_MODEL_ID && local.complete ? readLookupTable(path.join(modelDir, 'onnx', 'model.onnx')) : undefined;
+      if (table) return { tokenizer: loadFolderTokenizer(modelDir), table };
+      const tf = await loadTransformers(`embedding model "${opts.model}"`);
+      pointAtModels(tf, modelsDir, opts.allowRemoteModels);
+      const config = await tf.AutoConfig.from_pretrained(opts.model);
+      checkModelType(tf.AutoModel, config.model_type, `embedding model "${opts.model}"`, TYPICAL_ENCODERS);
+      const chosen = chooseDtype(modelDir, dtype, opts.allowRemoteModels) ?? 'fp32';
+      const tokenizer = (await tf.AutoTokenizer.from_pretrained(opts.model)) as Tokenizer;
+      const model = (await tf.AutoModel.from_pretrained(opts.model, { config, dtype: chosen, device: 'cpu' })) as Extractor['model'] & object;
+      return { tokenizer, model, Tensor: tf.Tensor, dtype: chosen };
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
       throw new Error(
@@ -140,9 +148,10 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
   });
   loadQueue = load.catch(() => undefined);
   const extractor = await load;
-  memoizeWordPiece(extractor.tokenizer.model);
+  // transformers.js v4 keeps the tokenizers.js tokenizer (and its model) under _tokenizer; ours has it on top.
+  memoizeWordPiece(extractor.tokenizer.model ?? (extractor.tokenizer as { _tokenizer?: { model?: WordPieceModel } })._tokenizer?.model);
 
-  const embedder = new TransformersEmbedder(opts.model, extractor, batchSize, settings, opts.maxTokens);
+  const embedder = new TransformersEmbedder(opts.model, extractor, batchSize, settings, opts.maxTokens, extractor.table ? undefined : extractor.dtype);
   // The output, not config.json, settles the dimension: configs name it differently per architecture
   // (hidden_size, d_model, dim). The call also warms the session so the first real query is not the slow one.
   const [probe] = await embedder.embedRaw(['dimension probe']);
@@ -161,11 +170,14 @@ class TransformersEmbedder implements Embedder {
     private readonly batchSize: number,
     private readonly settings: ModelSettings,
     private readonly maxTokens: number | undefined,
+    dtype: OnnxDtype | undefined,
   ) {
-    // The offline default keeps its plain model id as key, so caches filled before prefixes existed stay valid.
+    // The offline default keeps its plain model id as key, so caches filled before prefixes existed stay valid; an
+    // fp32 model keeps the key it had before dtypes could be chosen.
     const { pooling, normalize, documentPrefix } = settings;
-    const plain = pooling === 'mean' && normalize && documentPrefix === '' && maxTokens === undefined;
-    this.cacheKey = plain ? modelId : `transformers:${modelId}:${pooling}:${normalize ? 'l2' : 'raw'}:${maxTokens ?? ''}:${documentPrefix}`;
+    const reduced = dtype !== undefined && dtype !== 'fp32' ? `:${dtype}` : '';
+    const plain = pooling === 'mean' && normalize && documentPrefix === '' && maxTokens === undefined && reduced === '';
+    this.cacheKey = plain ? modelId : `transformers:${modelId}:${pooling}:${normalize ? 'l2' : 'raw'}:${maxTokens ?? ''}:${documentPrefix}${reduced}`;
   }
 
   async embed(texts: string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
@@ -231,7 +243,7 @@ class TransformersEmbedder implements Embedder {
     // BigInt per element, which was a fifth of indexing time with the offline model.
     const { pad_token_id: padId = 0, padding_side: side = 'right' } = this.extractor.tokenizer;
     const inputs: Record<string, TensorLike> = {};
-    for (const [key, rows] of Object.entries(encoded)) inputs[key] = int64Tensor(rows, key === 'input_ids' ? padId : 0, side);
+    for (const [key, rows] of Object.entries(encoded)) inputs[key] = int64Tensor(extractor.Tensor, rows, key === 'input_ids' ? padId : 0, side);
     const outputs = await extractor.model(inputs);
     const hidden = outputs.last_hidden_state ?? outputs.logits ?? outputs.token_embeddings;
     const mask = encoded.attention_mask;
@@ -306,7 +318,7 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
  * non-negative integers, so each int64 is written as its low 32-bit word (the high word stays 0) instead of as a
  * BigInt: a BigInt per token was an allocation per token, ~9 million of them for a 100k-tool catalog.
  */
-function int64Tensor(rows: number[][], pad: number, side: 'left' | 'right'): TensorLike {
+function int64Tensor(Tensor: TransformersModule['Tensor'], rows: number[][], pad: number, side: 'left' | 'right'): TensorLike {
   const length = Math.max(0, ...rows.map((row) => row.length));
   const data = new BigInt64Array(rows.length * length);
   const small = (value: number) => Number.isInteger(value) && value >= 0 && value <= 0x7fffffff;
@@ -325,12 +337,6 @@ function int64Tensor(rows: number[][], pad: number, side: 'left' | 'right'): Ten
     });
   }
   return new Tensor('int64', data, [rows.length, length]) as unknown as TensorLike;
-}
-
-/** The slice of a transformers.js WordPiece model (`tokenizer.model`) that `memoizeWordPiece` wraps. */
-interface WordPieceModel {
-  config?: { type?: string };
-  encode?: (words: string[]) => string[];
 }
 
 /** Distinct words remembered; a catalog's vocabulary is far smaller, so in practice nothing is dropped. */
@@ -376,10 +382,8 @@ function normalise(sum: Float64Array, count: number): Float32Array {
   return v;
 }
 
-function localModelFiles(modelDir: string): { complete: boolean; onlyQuantized: boolean; missing: string[] } {
+function localModelFiles(modelDir: string): { complete: boolean; missing: string[] } {
   const missing = REQUIRED_FILES.filter((f) => !existsSync(path.join(modelDir, f)));
-  const full = existsSync(path.join(modelDir, 'onnx', 'model.onnx'));
-  const quantized = existsSync(path.join(modelDir, 'onnx', 'model_quantized.onnx'));
-  if (!full && !quantized) missing.push('onnx/model.onnx');
-  return { complete: missing.length === 0, onlyQuantized: !full && quantized, missing };
+  if (!ONNX_DTYPES.some((dtype) => existsSync(path.join(modelDir, onnxFileOf(dtype))))) missing.push(onnxFileOf('fp32'));
+  return { complete: missing.length === 0, missing };
 }

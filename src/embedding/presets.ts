@@ -24,7 +24,9 @@ const PRESETS: { pattern: RegExp; settings: Partial<ModelSettings> }[] = [
   { pattern: /^bge-/, settings: { pooling: 'cls', queryPrefix: BGE_QUERY } },
   { pattern: /^(snowflake-)?arctic-embed/, settings: { pooling: 'cls', queryPrefix: BGE_QUERY } },
   { pattern: /^mxbai-embed/, settings: { pooling: 'cls', queryPrefix: BGE_QUERY } },
-  { pattern: /^nomic-embed-text/, settings: { pooling: 'mean', queryPrefix: 'search_query: ', documentPrefix: 'search_document: ' } },
+  { pattern: /^(nomic-embed-text|modernbert-embed)/, settings: { pooling: 'mean', queryPrefix: 'search_query: ', documentPrefix: 'search_document: ' } },
+  // ModernBERT- and multilingual gte models take [CLS], unlike the BERT-based gte-small/base/large (mean, below).
+  { pattern: /^gte-(modernbert|multilingual)/, settings: { pooling: 'cls' } },
   {
     pattern: /^qwen3-embedding/,
     settings: { pooling: 'last', queryPrefix: 'Instruct: Given a task description, retrieve the tool that performs it\nQuery:' },

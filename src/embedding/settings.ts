@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { OFFLINE_MODEL_ID } from './embedder.js';
+import { ONNX_DTYPES } from './runtime.js';
 
 export function embeddingSettingsSchema(defaults: { modelsDir: () => string }) {
   return z
@@ -21,6 +22,9 @@ export function embeddingSettingsSchema(defaults: { modelsDir: () => string }) {
       queryPrefix: z.string().max(1_000).optional(),
       documentPrefix: z.string().max(1_000).optional(),
       maxTokens: z.number().int().min(1).max(131_072).optional(),
+      /** The ONNX file of the model folder: fp32 model.onnx, fp16 model_fp16.onnx, q8 model_quantized.onnx, q4 model_q4.onnx. */
+      dtype: z.enum(ONNX_DTYPES).optional(),
+      /** Older spelling of dtype: true = q8, false = fp32. */
       quantized: z.boolean().optional(),
       // The openai provider.
       baseUrl: z.string().url().optional(),

@@ -6,6 +6,7 @@
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Tool } from '../catalog/types.js';
 import { createCrossEncoder } from '../embedding/cross-encoder.js';
+import type { OnnxDtype } from '../embedding/runtime.js';
 import type { Metrics } from '../metrics.js';
 
 export interface Reranker {
@@ -115,6 +116,8 @@ export interface RerankerConfig extends RerankSettings {
   url?: string;
   apiKey?: string;
   model?: string;
+  /** `transformers`: which ONNX file of the model folder (src/embedding/runtime.ts). */
+  dtype?: OnnxDtype;
 }
 
 /** The configured reranker; undefined when reranking is off. */
@@ -128,7 +131,12 @@ export async function createReranker(
     return remoteReranker({ url: settings.url, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}), ...(settings.model ? { model: settings.model } : {}) });
   }
   if (!settings.model) throw new Error('search.rerank.model is required for the transformers reranker');
-  const encoder = await createCrossEncoder({ model: settings.model, modelsDir: models.modelsDir, allowRemoteModels: models.allowRemoteModels });
+  const encoder = await createCrossEncoder({
+    model: settings.model,
+    modelsDir: models.modelsDir,
+    allowRemoteModels: models.allowRemoteModels,
+    ...(settings.dtype ? { dtype: settings.dtype } : {}),
+  });
   // A local model cannot be interrupted mid-run; the timeout in rerankCandidates still keeps the fused order.
   return { score: (query, documents) => encoder.score(query, documents) };
 }

@@ -2,6 +2,7 @@
  * Search's settings (YAML `search`): schema and defaults. `SearchService` takes the parsed slice as it is; the
  * index's own parts (`lexical`, `hnsw`) come from src/indexing/settings.ts. Assembled by `src/config/`.
  */
+import { ONNX_DTYPES } from '../embedding/runtime.js';
 import { z } from 'zod';
 import { hnswSettingsSchema, lexicalSettingsSchema } from '../indexing/settings.js';
 import { DEFAULT_ACTIVATION_THRESHOLDS } from './activation.js';
@@ -21,6 +22,8 @@ export const rerankSettingsSchema = z
     /** From RERANK_API_KEY. */
     apiKey: z.string().min(1).optional(),
     model: z.string().min(1).optional(),
+    /** `transformers`: the ONNX file to load (fp32, fp16, q8, q4); default: the first the model folder has, fp32 first. */
+    dtype: z.enum(ONNX_DTYPES).optional(),
     topN: z.number().int().min(2).max(200).default(20),
     timeoutMs: z.number().int().min(1).max(60_000).default(1_500),
   })

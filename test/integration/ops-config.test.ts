@@ -315,7 +315,7 @@ describe('deployment files', () => {
   const dockerfile = readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
 
   it('docker-compose.yml: redis with AOF, a scalable api and a worker from one image, running CLI commands that exist', async () => {
-    assert.deepEqual(Object.keys(compose.services).sort(), ['api', 'redis', 'worker']);
+    assert.deepEqual(Object.keys(compose.services).sort(), ['api', 'preflight', 'redis', 'worker']);
     const { redis, api, worker } = compose.services;
     assert.ok(redis.command.join(' ').includes('--appendonly yes'));
     assert.ok(redis.volumes.some((volume: string) => volume.endsWith(':/data')), 'the AOF lives on a volume');
@@ -339,6 +339,9 @@ describe('deployment files', () => {
     assert.match(raw, /ADMIN_KEY: \$\{ADMIN_KEY:-\}/);
     assert.match(raw, /echo "ADMIN_KEY=\$\(openssl rand -hex 24\)" > \.env/);
     assert.equal(api.environment.HOST, '0.0.0.0');
+    // The models directory is a volume the service user owns (Dockerfile), shared by api and worker.
+    for (const service of [api, worker]) assert.ok(service.volumes.includes('models:/app/models'));
+    assert.ok('models' in compose.volumes);
     assert.deepEqual(api.command, ['serve']);
     assert.deepEqual(worker.command, ['worker']);
     assert.ok(worker.environment.WORKER_METRICS_PORT);
@@ -347,19 +350,48 @@ describe('deployment files', () => {
     for (const command of [api.command[0], worker.command[0]]) assert.match(help.stdout, new RegExp(`^ {2}${command}\\b`, 'm'));
   });
 
+  it('without ADMIN_KEY the api is not started and nothing restarts: the one-shot preflight says why, once, and exits 2', async () => {
+    const { preflight, api } = compose.services;
+    assert.equal(api.depends_on.preflight.condition, 'service_completed_successfully');
+    assert.equal(preflight.restart, 'no');
+    assert.equal(preflight.image, api.image);
+    assert.deepEqual(preflight.entrypoint, ['node', '-e']);
+    // The command as the container runs it: compose turns $$ into $, then `node -e` under the image's environment.
+    const script = (preflight.command as string[])[0]!.replaceAll('$$', '$');
+    const run = async (env: Record<string, string>) => {
+      const base = { ...process.env };
+      delete base.ADMIN_KEY;
+      const child = spawn(process.execPath, ['-e', script], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const [code] = (await once(child, 'exit')) as [number | null];
+      return { code, stderr };
+    };
+    const missing = await run({ ADMIN_KEY: '' });
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /ADMIN_KEY is not set/);
+    assert.match(missing.stderr, /echo "ADMIN_KEY=\$\(openssl rand -hex 24\)" > \.env/);
+    assert.deepEqual(await run({ ADMIN_KEY: 'k'.repeat(48) }), { code: 0, stderr: '' });
+  });
+
   it('Dockerfile: build stage compiles and builds the model, runtime stage has production dependencies and dist only, non-root', () => {
     const [build, runtime] = dockerfile.split(/^FROM /m).slice(1);
-    assert.match(`FROM ${build}`, /^FROM node:20-bookworm-slim AS build$/m);
-    assert.match(build!, /^RUN npm ci\b/m);
+    // An LTS line in support (Node 20 reached end of life in April 2026).
+    assert.match(dockerfile, /^ARG NODE_IMAGE=node:24-bookworm-slim$/m);
+    assert.match(`FROM ${build}`, /^FROM \$\{NODE_IMAGE\} AS build$/m);
+    assert.match(build!, /^RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci\b/m);
     for (const [, script] of dockerfile.matchAll(/npm run ([\w:-]+)/g)) assert.ok(pkg.scripts[script!], `npm run ${script} exists in package.json`);
     assert.match(build!, /npm run build\b/);
     assert.match(build!, /node dist\/src\/cli\.js models build\b/);
     assert.match(build!, /npm prune --omit=dev\b/);
     // The runtime stage takes only the compiled code, the pruned node_modules and the model: no sources, no tsx.
-    const copies = [...runtime!.matchAll(/^COPY (?:--from=build )?(\S+)/gm)].map((match) => match[1]);
+    const copies = [...runtime!.matchAll(/^COPY (?:--\S+ )*(\S+)/gm)].map((match) => match[1]);
     assert.deepEqual(copies.sort(), ['/app/bin', '/app/dist/src', '/app/dist/workers', '/app/models/toolrouter', '/app/node_modules', '/app/package.json', 'docker/healthcheck.js']);
     assert.doesNotMatch(runtime!, /tsx|npm ci|src\/cli\.ts/);
     assert.match(runtime!, /^USER node$/m);
+    // models/ (the compose volume's mount point) is the service user's, so downloaded models can be stored there.
+    assert.match(runtime!, /^COPY --from=build --chown=node:node \/app\/models\/toolrouter /m);
+    assert.match(runtime!, /^RUN chown node:node \.\/models$/m);
     assert.match(runtime!, /^HEALTHCHECK .*docker\/healthcheck\.js/m);
     const entrypoint = JSON.parse(/^ENTRYPOINT (.*)$/m.exec(runtime!)![1]!) as string[];
     assert.deepEqual(entrypoint, ['node', pkg.bin.toolrouter]);

@@ -77,6 +77,11 @@ describe('transformers provider: pooling and prefixes on test-built models', () 
     );
     assert.equal(modelSettings('onnx-community/Qwen3-Embedding-0.6B-ONNX').pooling, 'last');
     assert.equal(modelSettings('Xenova/all-MiniLM-L6-v2').pooling, 'mean');
+    assert.equal(modelSettings('Alibaba-NLP/gte-modernbert-base').pooling, 'cls');
+    assert.equal(modelSettings('Xenova/gte-small').pooling, 'mean');
+    assert.equal(modelSettings('nomic-ai/modernbert-embed-base').queryPrefix, 'search_query: ');
+    assert.equal(modelSettings('Xenova/multilingual-e5-small').documentPrefix, 'passage: ');
+    assert.equal(modelSettings('onnx-community/embeddinggemma-300m-ONNX').documentPrefix, 'title: none | text: ');
     assert.deepEqual(modelSettings('toolrouter/glove-100d-sif-150k'), { pooling: 'mean', normalize: true, queryPrefix: '', documentPrefix: '' });
     assert.equal(modelSettings('Xenova/bge-small-en-v1.5', { pooling: 'mean' }).pooling, 'mean');
   });

