@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { inspectConfig } from '../config/check.js';
 import type { Config } from '../config/config.js';
@@ -14,6 +15,8 @@ export class StartupError extends Error {
 export interface StartOptions {
   /** Unknown settings are an error instead of a warning (`--strict-config`). */
   strictConfig?: boolean;
+  /** MCP client config files (`--mcp-config`), read after mcp.import; relative to the working directory. */
+  mcpConfig?: string[];
 }
 
 /**
@@ -32,7 +35,9 @@ export function startConfig(options: StartOptions, env: NodeJS.ProcessEnv = proc
   for (const key of unknown) {
     log.warn({ setting: key }, `unknown setting ${key} ignored (a typo?); --strict-config makes this an error`);
   }
-  return { config, log };
+  const files = (options.mcpConfig ?? []).map((file) => path.resolve(file));
+  if (files.length === 0) return { config, log };
+  return { config: { ...config, mcp: { ...config.mcp, import: [...config.mcp.import, ...files] } }, log };
 }
 
 export function source(env: NodeJS.ProcessEnv = process.env): string {
