@@ -118,9 +118,11 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics, bus, stateDir: config.stateDir });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
+  // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
+  await mcp.runtime.start();
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.
   routers.push(passthroughRoutes({ upstreamUrl: config.upstreamLlmUrl, upstreamKey: config.chat.upstreamKey, timeoutMs: config.chat.timeoutMs, bodyLimit: config.bodyLimit }, log));
 

@@ -23,6 +23,8 @@ export const configSchema = z.object({
   host: z.string().default('127.0.0.1'),
   redisUrl: z.string().url().optional(),
   adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
+  /** Where a single node (no Redis) keeps what it is told at run time: MCP servers added with PUT /v1/mcp/servers. */
+  stateDir: z.string().min(1).optional(),
   keys: keysSettingsSchema,
   security: securitySettingsSchema,
   queue: queueSettingsSchema,

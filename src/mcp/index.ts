@@ -13,6 +13,9 @@ import { StartupGate } from './startup.js';
 import type { McpSettings } from './settings.js';
 import { UpstreamManager, type UpstreamServerConfig, type UpstreamStatus } from './upstream.js';
 import { importClientConfigs, type ImportedServers } from './client-config.js';
+import type { RedisBus } from '../redis/bus.js';
+import { LocalRuntimeServers, RedisRuntimeServers, type RuntimeServerStore } from './runtime-servers.js';
+import { mcpServerRoutes } from './server-routes.js';
 
 /** The configuration slices the MCP gateway reads, handed in by the assembly (src/server.ts). */
 export interface McpConfig {
@@ -23,6 +26,8 @@ export interface McpConfig {
 
 export interface McpFaces {
   upstreams: UpstreamManager;
+  /** Servers added at run time (PUT /v1/mcp/servers/:name); `start()` loads the stored ones. */
+  runtime: RuntimeServerStore;
   /** What mcp.import / --mcp-config gave: the servers taken and the entries left out with the reason. */
   imported: ImportedServers;
   gateway: McpGateway;
@@ -47,6 +52,9 @@ export function createMcpFaces(deps: {
   indexes?: IndexManager;
   /** The router's metrics (upstream status gauges); without it nothing is counted. */
   metrics?: Metrics;
+  /** Where servers added at run time live: Redis (shared by every instance), else this process and `stateDir`. */
+  bus?: RedisBus;
+  stateDir?: string;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -93,12 +101,17 @@ export function createMcpFaces(deps: {
   for (const status of upstreams.status()) recordUpstreamStatus(status);
   upstreams.on('status', recordUpstreamStatus);
   upstreams.start();
+  const target = { put: (name: string, server: UpstreamServerConfig) => upstreams.put(name, server), remove: (name: string) => upstreams.remove(name) };
+  const runtime: RuntimeServerStore = deps.bus
+    ? new RedisRuntimeServers(target, deps.bus, log.child({ component: 'upstreams' }))
+    : new LocalRuntimeServers(target, deps.stateDir, log.child({ component: 'upstreams' }));
   return {
+    runtime,
     upstreams,
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams)],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio })],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
