@@ -8,7 +8,7 @@ import { EmptyResultSchema, type CallToolResult } from '@modelcontextprotocol/sd
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Catalog } from '../../catalog/catalog.js';
-import { describeUpstreamError, type HttpFailure } from '../errors.js';
+import { describeConnectFailure, describeUpstreamError, type HttpFailure } from '../errors.js';
 import { listFeatures, NO_FEATURES, type UpstreamFeatures } from '../features.js';
 import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
@@ -302,7 +302,9 @@ export class UpstreamConnection {
       );
       this.retries.keepAlive(() => this.stillAlive(generation));
     } catch (error) {
-      this.lost(generation, this.describe(error));
+      // The SDK's own account (its negotiation steps, error codes) is for debugging; the status gets one plain line.
+      this.log.debug({ err: error }, 'upstream connection attempt failed');
+      this.lost(generation, describeConnectFailure(error, transportKind(this.config), this.lastHttpFailure));
     } finally {
       this.settle();
     }
