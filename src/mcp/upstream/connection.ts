@@ -277,10 +277,10 @@ export class UpstreamConnection {
       this.revision = client.getNegotiatedProtocolVersion();
       const tools = await listAllTools(client, this.options.connectTimeoutMs);
       const features = await listFeatures(client, this.options.connectTimeoutMs);
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return this.discard(client);
       if (client.getProtocolEra() === 'modern') await this.listen(client, generation);
       else for (const uri of this.subscriptions.keys()) await client.subscribeResource({ uri }, { timeout: this.options.connectTimeoutMs });
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return this.discard(client);
       this.features = features;
       this.state = 'connected';
       this.retries.succeeded();
@@ -304,10 +304,19 @@ export class UpstreamConnection {
     } catch (error) {
       // The SDK's own account (its negotiation steps, error codes) is for debugging; the status gets one plain line.
       this.log.debug({ err: error }, 'upstream connection attempt failed');
+      if (generation !== this.generation) return this.discard(client);
       this.lost(generation, describeConnectFailure(error, transportKind(this.config), this.lastHttpFailure));
     } finally {
       this.settle();
     }
+  }
+
+  /**
+   * A client whose attempt was overtaken (closed, removed, reconnected) while it was still connecting: closed now, since
+   * a stdio transport may have spawned its process after the close that was meant for it.
+   */
+  private discard(client: Client): void {
+    void client.close().catch(() => {});
   }
 
   private describe(error: unknown): string {
