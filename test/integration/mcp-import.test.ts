@@ -14,7 +14,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/http-server.js';
 import { startModernHttpFixture, type ModernHttpFixture } from '../fixtures/mcp/modern-server.js';
 import { startSseFixture, type SseFixture } from '../fixtures/mcp/sse-server.js';
-import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
+import { stdioFixtureServer, textOf } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
