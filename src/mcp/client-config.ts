@@ -113,12 +113,25 @@ function convertEntry(name: string, entry: unknown, context: Expansion): { confi
   } catch (error) {
     return { reason: (error as Error).message };
   }
+  if (isToolrouterItself(expanded as Record<string, unknown>)) {
+    return { reason: 'this entry starts toolrouter itself (toolrouter stdio); it is the client\'s way in, not an upstream' };
+  }
   const parsed = mcpServerSchema.safeParse(expanded);
   if (!parsed.success) {
     return { reason: parsed.error.issues.map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')}: ${issue.message}` : issue.message)).join('; ') };
   }
   const { disabled: _disabled, ...config } = parsed.data;
   return { config };
+}
+
+/**
+ * The client's own entry for toolrouter, found when `--mcp-config` points at the file that also launches toolrouter
+ * (Claude Desktop's config, a project's .mcp.json): importing it would make toolrouter start itself, without end.
+ */
+function isToolrouterItself(entry: Record<string, unknown>): boolean {
+  if (typeof entry.command !== 'string') return false;
+  const args = Array.isArray(entry.args) ? entry.args.filter((arg): arg is string => typeof arg === 'string') : [];
+  return args.includes('stdio') && [entry.command, ...args].some((part) => /(^|[/\\])toolrouter(\.js)?$/.test(part));
 }
 
 function expandStrings(value: unknown, context: Expansion): unknown {

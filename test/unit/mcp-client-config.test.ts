@@ -94,6 +94,21 @@ describe('MCP client config files', () => {
     assert.match(reasons.envfile!, /envFile is not read/);
   });
 
+  it('the entry that launches toolrouter itself is not imported (it would start itself without end)', () => {
+    const text = JSON.stringify({
+      mcpServers: {
+        toolrouter: { command: 'toolrouter', args: ['stdio', '--mcp-config', '/x/claude_desktop_config.json'] },
+        viaNpx: { command: 'npx', args: ['-y', 'toolrouter', 'stdio'] },
+        checkout: { command: 'node', args: ['/src/toolrouter/bin/toolrouter.js', 'stdio'] },
+        other: { command: 'node', args: ['server.js', 'stdio'] },
+      },
+    });
+    const { servers, skipped } = parseClientConfig(text, 'f.json', {});
+    assert.deepEqual(Object.keys(servers), ['other']);
+    assert.deepEqual(skipped.map((entry) => entry.server), ['toolrouter', 'viaNpx', 'checkout']);
+    assert.match(skipped[0]!.reason, /starts toolrouter itself/);
+  });
+
   it('a file that cannot be used at all is an error naming it', () => {
     assert.throws(() => parseClientConfig('{"mcpServers": ', 'broken.json'), (error: Error) => error instanceof ClientConfigError && /broken\.json is not valid JSON/.test(error.message));
     assert.throws(() => parseClientConfig('{"other": {}}', 'empty.json'), /empty\.json has no servers: expected "mcpServers"/);
