@@ -41,7 +41,12 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
 
   /** Resolves once every server has finished its first connection attempt, successful or not. */
   async settled(): Promise<void> {
-    await Promise.all([...this.connections.values()].map((connection) => connection.firstAttempt));
+    // Servers added meanwhile (runtime servers loaded at start) are waited for too.
+    for (let round = 0; round < 100; round++) {
+      const pending = [...this.connections.values()];
+      await Promise.all(pending.map((connection) => connection.firstAttempt));
+      if ([...this.connections.values()].every((connection) => pending.includes(connection))) return;
+    }
   }
 
   status(): UpstreamStatus[] {
