@@ -186,6 +186,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         connectTimeoutMs: this.options.connectTimeoutMs,
         pingIntervalMs: this.options.pingIntervalMs,
         transforms: this.transformsOf(name),
+        transport: this.options.transportFor?.(name, config),
         log: this.options.log,
       },
       (status) => {

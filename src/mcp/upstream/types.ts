@@ -1,6 +1,7 @@
 /** The shapes shared by the upstream connection's parts: server configs, status, call options, errors. */
 import type { Logger } from 'pino';
 import type { ToolTransform } from '../transform.js';
+import type { TransportOptions } from './transport.js';
 
 /** A spawned process speaking MCP on stdin/stdout. */
 export interface StdioServerConfig {
@@ -44,6 +45,8 @@ export interface UpstreamManagerOptions {
   pingIntervalMs: number;
   /** Tool transformations by qualified upstream tool name (mcp.transforms); none when absent. */
   transforms?: Record<string, ToolTransform>;
+  /** Per-server transport extras, asked for at each (re)start of a server: an OAuth `authProvider` for HTTP servers. */
+  transportFor?: (server: string, config: UpstreamServerConfig) => Pick<TransportOptions, 'authProvider'> | undefined;
   log: Logger;
 }
 
