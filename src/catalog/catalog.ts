@@ -155,6 +155,11 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     this.reserved.set(source, owner);
   }
 
+  /** Gives a reserved name up (an upstream server removed at run time); its tools must already be gone. */
+  releaseSource(source: string, owner: string): void {
+    if (this.reserved.get(source) === owner) this.reserved.delete(source);
+  }
+
   /** Who owns a reserved source name, or undefined for names free for static sources. */
   reservedBy(source: string): string | undefined {
     return this.reserved.get(source);

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { inspectConfig } from '../config/check.js';
 import type { Config } from '../config/config.js';
@@ -14,16 +15,21 @@ export class StartupError extends Error {
 export interface StartOptions {
   /** Kept so scripts that pass `--strict-config` still run: unknown settings are always errors now. */
   strictConfig?: boolean;
+  /** MCP client config files (`--mcp-config`), read after mcp.import; relative to the working directory. */
+  mcpConfig?: string[];
 }
 
 /**
  * The configuration for `serve`, `stdio` and `worker`, with a logger at its level. Any problem, an unknown setting
  * included (a misspelled `mcp.serverz` would leave every upstream out), stops the start (exit code 2).
  */
-export function startConfig(_options: StartOptions, env: NodeJS.ProcessEnv = process.env): { config: Config; log: Logger } {
+export function startConfig(options: StartOptions, env: NodeJS.ProcessEnv = process.env): { config: Config; log: Logger } {
   const { config, problems } = inspectConfig(env);
   if (!config || problems.length > 0) throw new StartupError(`invalid configuration${source(env)}: ${problems.join('; ')}`);
-  return { config, log: createLogger(config.logLevel) };
+  const log = createLogger(config.logLevel);
+  const files = (options.mcpConfig ?? []).map((file) => path.resolve(file));
+  if (files.length === 0) return { config, log };
+  return { config: { ...config, mcp: { ...config.mcp, import: [...config.mcp.import, ...files] } }, log };
 }
 
 export function source(env: NodeJS.ProcessEnv = process.env): string {

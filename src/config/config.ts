@@ -26,6 +26,8 @@ export const configSchema = z.object({
   /** Where Redis is (a URL, Sentinel or Cluster, with TLS); unset: no Redis. The older top-level `redisUrl` is folded in. */
   redis: redisSettingsSchema,
   adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
+  /** Where a single node (no Redis) keeps what it is told at run time: MCP servers added with PUT /v1/mcp/servers. */
+  stateDir: z.string().min(1).optional(),
   keys: keysSettingsSchema,
   security: securitySettingsSchema,
   queue: queueSettingsSchema,

@@ -153,26 +153,81 @@ function renderCatalog(catalog, status, servers) {
   const sourceRows = [...counts].map(([source, tools]) => el('tr', {}, el('td', { text: source }), el('td', { class: 'num', text: String(tools) })));
   $('[data-testid="sources"] tbody').replaceChildren(...(sourceRows.length ? sourceRows : [el('tr', {}, el('td', { colSpan: 2, class: 'muted', text: 'no sources' }))]));
 
+  renderServers(servers);
+}
+
+// --- servers -----------------------------------------------------------------------------------------------------
+
+async function loadServers() {
+  showError('servers');
+  renderServers(await api('GET', '/v1/mcp/servers').catch((error) => ({ error })));
+}
+
+function renderServers(servers) {
   const upstreamBody = $('[data-testid="upstreams"] tbody');
   if (servers.error) {
-    upstreamBody.replaceChildren(el('tr', {}, el('td', { colSpan: 5, class: 'muted', text: describe(servers.error) })));
-  } else if (servers.servers.length === 0) {
-    upstreamBody.replaceChildren(el('tr', {}, el('td', { colSpan: 5, class: 'muted', text: 'none configured (mcp.servers)' })));
-  } else {
-    upstreamBody.replaceChildren(
-      ...servers.servers.map((server) =>
-        el(
-          'tr',
-          {},
-          el('td', { text: server.name }),
-          el('td', { text: server.transport }),
-          el('td', {}, el('span', { class: `badge state-${server.state}`, text: server.state })),
-          el('td', { class: 'num', text: String(server.tools) }),
-          el('td', { class: 'error-text', text: server.lastError ?? '' }),
-        ),
-      ),
-    );
+    upstreamBody.replaceChildren(el('tr', {}, el('td', { colSpan: 8, class: 'muted', text: describe(servers.error) })));
+    return;
   }
+  if (servers.servers.length === 0) {
+    upstreamBody.replaceChildren(el('tr', {}, el('td', { colSpan: 8, class: 'muted', text: 'none configured (mcp.servers, --mcp-config, or add one below)' })));
+    return;
+  }
+  upstreamBody.replaceChildren(
+    ...servers.servers.map((server) => {
+      const actions = el('td', { class: 'actions' }, serverButton('reconnect', server.name, () => api('POST', `/v1/mcp/servers/${encodeURIComponent(server.name)}/reconnect`)));
+      // Only servers added here can be removed here; the others come from files.
+      if (server.origin === 'runtime') actions.append(serverButton('remove', server.name, () => api('DELETE', `/v1/mcp/servers/${encodeURIComponent(server.name)}`)));
+      return el(
+        'tr',
+        { 'data-server': server.name },
+        el('td', { text: server.name }),
+        el('td', { text: server.transport }),
+        el('td', {}, el('span', { class: `badge state-${server.state}`, text: server.state })),
+        el('td', { class: 'num', text: String(server.tools) }),
+        el('td', { class: 'error-text', text: server.lastError ?? '' }),
+        el('td', { text: server.revision ?? '' }),
+        el('td', { text: server.origin ?? '' }),
+        actions,
+      );
+    }),
+  );
+}
+
+function serverButton(label, name, action) {
+  const button = el('button', { type: 'button', class: 'small', text: label, 'data-action': label });
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    showError('servers');
+    try {
+      await action();
+      $('[data-testid="servers-status"]').textContent = `${label}: ${name}`;
+    } catch (error) {
+      showError('servers', error);
+    }
+    await loadServers();
+  });
+  return button;
+}
+
+async function addServer(event) {
+  event.preventDefault();
+  const name = $('#server-name').value.trim();
+  const header = $('#server-header').value.trim();
+  const body = { type: 'http', url: $('#server-url').value.trim(), ...(header ? { headers: { [header]: $('#server-header-value').value } } : {}) };
+  const button = $('#add-server-button');
+  button.disabled = true;
+  showError('servers');
+  try {
+    await api('PUT', `/v1/mcp/servers/${encodeURIComponent(name)}`, body);
+    $('[data-testid="servers-status"]').textContent = `added ${name}; connecting`;
+    $('#server-header-value').value = '';
+  } catch (error) {
+    showError('servers', error);
+  } finally {
+    button.disabled = false;
+  }
+  await loadServers();
 }
 
 // --- playground --------------------------------------------------------------------------------------------------
@@ -518,6 +573,8 @@ function start() {
   });
   $('#key-form').addEventListener('submit', (event) => event.preventDefault());
   $('#refresh-catalog').addEventListener('click', () => void loadCatalog());
+  $('#refresh-servers').addEventListener('click', () => void loadServers());
+  $('#add-server').addEventListener('submit', (event) => void addServer(event));
   for (const input of ['#query', '#bm25-weight', '#vector-weight', '#top-k']) $(input).addEventListener('input', scheduleSearch);
   for (const radio of document.querySelectorAll('input[name="fusion"]')) radio.addEventListener('change', scheduleSearch);
   $('#use-defaults').addEventListener('click', async () => {

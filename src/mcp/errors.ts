@@ -1,4 +1,4 @@
-import { SdkError, SdkHttpError } from '@modelcontextprotocol/client';
+import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
@@ -63,8 +63,9 @@ export function describeUpstreamError(error: unknown, http?: HttpFailure): strin
   // Bounded: a cause chain could in principle loop.
   for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
     if (current instanceof Error) {
-      const code = (current as NodeJS.ErrnoException).code;
-      const message = withoutRepeatedCode(current.message);
+      // A system error's code (ECONNREFUSED) says what happened; the SDK's own codes only repeat its message.
+      const code = current instanceof SdkError ? undefined : (current as NodeJS.ErrnoException).code;
+      const message = withoutRepeatedCode(current.message).replace(SDK_INTERNALS, '');
       parts.push(typeof code === 'string' && !message.includes(code) ? `${message} (${code})` : message);
       current = current.cause;
     } else {
@@ -73,6 +74,25 @@ export function describeUpstreamError(error: unknown, http?: HttpFailure): strin
     }
   }
   return parts.filter((part) => part.length > 0).join(': ') || 'unknown error';
+}
+
+/** Asides in the SDK's messages about its own mechanics, which say nothing to an operator. */
+const SDK_INTERNALS = / \(this transport probed in place[^)]*\)/g;
+
+/**
+ * Why a connection attempt failed, in one line. A server that went away before answering (a stdio process that
+ * exited, typically for a missing setting its stderr names) is said so, rather than as the SDK's account of its
+ * version negotiation, which stays in the debug log.
+ */
+export function describeConnectFailure(error: unknown, transport: 'stdio' | 'http' | 'sse', http?: HttpFailure): string {
+  const closedEarly =
+    error instanceof SdkError &&
+    !(error instanceof SdkHttpError) &&
+    (error.code === SdkErrorCode.ConnectionClosed || (error.code === SdkErrorCode.EraNegotiationFailed && /\bclosed\b/i.test(error.message)));
+  if (closedEarly) {
+    return transport === 'stdio' ? 'the server process exited before answering' : 'the server closed the connection before answering';
+  }
+  return describeUpstreamError(error, http);
 }
 
 /** The first bytes of a failed response's body, read from a clone (the SDK reads the original). */

@@ -17,6 +17,7 @@ import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
 import type { Tool } from '../catalog/types.js';
 import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../search/activation.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
+import { INDEX_BUILDING, NO_SERVERS } from './guidance.js';
 import type { StartupGate, UpstreamNotes } from './startup.js';
 import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
@@ -263,6 +264,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 
   /** search_tools: the best matching callable tools with scores, pinned tools excluded (they are listed already). */
   async search(query: string, topK?: number, access: Access = Access.open): Promise<ScoredTool[]> {
+    if (this.upstreams.status().length === 0) throw new GatewayError('index_not_ready', NO_SERVERS);
     try {
       // "select:" and "regex:" prefixes are the search service's, so every face reads a query the same way.
       const response = await this.searchService.search({
@@ -273,7 +275,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       });
       return response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
     } catch (error) {
-      if (error instanceof IndexNotReadyError) throw new GatewayError('index_not_ready', error.message);
+      if (error instanceof IndexNotReadyError) throw new GatewayError('index_not_ready', INDEX_BUILDING);
       throw error;
     }
   }

@@ -11,8 +11,12 @@ import { McpGateway } from './gateway.js';
 import { mcpHttpFace, type McpHttpFace } from './http.js';
 import { StartupGate } from './startup.js';
 import type { McpSettings } from './settings.js';
-import { UpstreamManager, type UpstreamStatus } from './upstream.js';
 import { McpTokenAccounting } from './token-accounting.js';
+import { UpstreamManager, type UpstreamServerConfig, type UpstreamStatus } from './upstream.js';
+import { importClientConfigs, type ImportedServers } from './client-config.js';
+import type { RedisBus } from '../redis/bus.js';
+import { LocalRuntimeServers, RedisRuntimeServers, type RuntimeServerStore } from './runtime-servers.js';
+import { mcpServerRoutes } from './server-routes.js';
 
 /** The configuration slices the MCP gateway reads, handed in by the assembly (src/server.ts). */
 export interface McpConfig {
@@ -23,6 +27,10 @@ export interface McpConfig {
 
 export interface McpFaces {
   upstreams: UpstreamManager;
+  /** Servers added at run time (PUT /v1/mcp/servers/:name); `start()` loads the stored ones. */
+  runtime: RuntimeServerStore;
+  /** What mcp.import / --mcp-config gave: the servers taken and the entries left out with the reason. */
+  imported: ImportedServers;
   gateway: McpGateway;
   http: McpHttpFace;
   /** /mcp (streamable HTTP), /mcp-rest/* (LiteLLM-compatible REST) and /v1/mcp/servers (upstream status). */
@@ -44,11 +52,20 @@ export function createMcpFaces(deps: {
   indexes?: IndexManager;
   /** The router's metrics (upstream status gauges); without it nothing is counted. */
   metrics?: Metrics;
+  /** Where servers added at run time live: Redis (shared by every instance), else this process and `stateDir`. */
+  bus?: RedisBus;
+  stateDir?: string;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
+  const servers = enabledServers(mcp.servers, log);
+  // The files were named by the operator: one that cannot be read stops start-up (ClientConfigError); entries that
+  // cannot be used are reported by name and the rest load.
+  const imported = importClientConfigs(mcp.import, process.env, Object.keys(mcp.servers));
+  reportImport(imported, log);
   const upstreams = new UpstreamManager(catalog, {
-    servers: mcp.servers,
+    servers,
+    imported: imported.servers,
     separator: config.catalog.separator,
     reconnect: mcp.reconnect,
     connectTimeoutMs: mcp.connectTimeoutMs,
@@ -85,11 +102,17 @@ export function createMcpFaces(deps: {
   for (const status of upstreams.status()) recordUpstreamStatus(status);
   upstreams.on('status', recordUpstreamStatus);
   upstreams.start();
+  const target = { put: (name: string, server: UpstreamServerConfig) => upstreams.put(name, server), remove: (name: string) => upstreams.remove(name) };
+  const runtime: RuntimeServerStore = deps.bus
+    ? new RedisRuntimeServers(target, deps.bus, log.child({ component: 'upstreams' }))
+    : new LocalRuntimeServers(target, deps.stateDir, log.child({ component: 'upstreams' }));
   return {
+    runtime,
     upstreams,
+    imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams)],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio })],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
@@ -104,4 +127,23 @@ function recordUpstream({ upstreamConnected, upstreamTools, upstreamFailures }: 
   upstreamConnected.set({ server: status.name, transport: status.transport }, status.state === 'connected' ? 1 : 0);
   upstreamTools.set({ server: status.name }, status.tools);
   upstreamFailures.set({ server: status.name }, status.failures);
+}
+
+/** mcp.servers without the entries marked `disabled: true`. */
+function enabledServers(servers: McpSettings['servers'], log: Logger): Record<string, UpstreamServerConfig> {
+  const enabled: Record<string, UpstreamServerConfig> = {};
+  for (const [name, { disabled, ...server }] of Object.entries(servers)) {
+    if (disabled) log.info({ upstream: name }, 'upstream MCP server disabled (disabled: true); not connected');
+    else enabled[name] = server;
+  }
+  return enabled;
+}
+
+function reportImport(imported: ImportedServers, log: Logger): void {
+  for (const { file, server, reason, disabled } of imported.skipped) {
+    if (disabled) log.info({ file, upstream: server }, `MCP server "${server}" in ${file} is disabled; not connected`);
+    else log.warn({ file, upstream: server, reason }, `MCP server "${server}" in ${file} left out: ${reason}`);
+  }
+  const names = Object.keys(imported.servers);
+  if (names.length > 0) log.info({ servers: names }, 'MCP servers imported from client config files');
 }

@@ -4,6 +4,12 @@ import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamManager } from './upstream.js';
 import { accessOf } from '../http/auth.js';
 import { HttpError, parseBody } from '../http/errors.js';
+import { maskServer } from './server-routes.js';
+
+function maskedConfig(upstreams: UpstreamManager, name: string): Record<string, unknown> | undefined {
+  const known = upstreams.configOf(name);
+  return known && maskServer(known.config);
+}
 
 const callBody = z
   .object({
@@ -25,7 +31,8 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
   router.get('/v1/mcp/servers', (_req, res) => {
     const access = accessOf(res);
     const servers = upstreams.status().filter((server) => access.canSeeServer(server.name));
-    if (access.isAdmin) return res.json({ servers });
+    // The admin sees each server's settings too, secrets masked.
+    if (access.isAdmin) return res.json({ servers: servers.map((server) => ({ ...server, config: maskedConfig(upstreams, server.name) })) });
     // A key gets the health of its servers, counted in its own tools. Errors (with the server's stderr), clashes and
     // skipped or mistransformed tools are operator details that may name tools or secrets the key must not see.
     const visible = new Map<string, number>();

@@ -2,25 +2,79 @@
 import { z } from 'zod';
 import { toolTransformSchema } from './transform.js';
 
-/** An upstream MCP server: a command to spawn (stdio) or a streamable HTTP endpoint. */
-const mcpServerSchema = z.union([
-  z
-    .object({
-      command: z.string().min(1),
-      args: z.array(z.string()).default([]),
-      /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
-      env: z.record(z.string(), z.string()).default({}),
-      cwd: z.string().optional(),
-    })
-    .strict(),
-  z.object({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}) }).strict(),
-], { error: 'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?} (streamable HTTP)' });
+/** Names clients use for the transport (`type` in Claude Code and VS Code, `transport` in LiteLLM and others). */
+const TRANSPORT_NAMES: Record<string, 'stdio' | 'http' | 'sse'> = {
+  stdio: 'stdio',
+  http: 'http',
+  'streamable-http': 'http',
+  streamable_http: 'http',
+  streamableHttp: 'http',
+  sse: 'sse',
+};
+
+/**
+ * `transport` is read as `type`, and the client spellings of streamable HTTP as `http`, so an entry copied from a client
+ * config loads as it is. Anything else is left for the schema to name.
+ */
+function normalizeTransportKey(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  const { transport, ...rest } = value as Record<string, unknown>;
+  const entry: Record<string, unknown> = transport === undefined || 'type' in rest ? { ...value } : { ...rest, type: transport };
+  if (typeof entry.type === 'string' && TRANSPORT_NAMES[entry.type] !== undefined) entry.type = TRANSPORT_NAMES[entry.type];
+  return entry;
+}
+
+/** An upstream MCP server: a command to spawn (stdio), a streamable HTTP endpoint, or a legacy HTTP+SSE one. */
+export const mcpServerSchema = z.preprocess(
+  normalizeTransportKey,
+  z.union(
+    [
+      z
+        .object({
+          type: z.literal('stdio').optional(),
+          command: z.string().min(1),
+          args: z.array(z.string()).default([]),
+          /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
+          env: z.record(z.string(), z.string()).default({}),
+          cwd: z.string().optional(),
+          /** true: known but not connected (as in client configs). */
+          disabled: z.boolean().optional(),
+        })
+        .strict(),
+      z
+        .object({
+          type: z.enum(['http', 'sse']).optional(),
+          url: z.string().url(),
+          headers: z.record(z.string(), z.string()).default({}),
+          disabled: z.boolean().optional(),
+        })
+        .strict(),
+    ],
+    {
+      error:
+        'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?} (streamable HTTP; type: "sse" for the legacy SSE transport); type / transport: stdio, http or sse',
+    },
+  ),
+);
+
+export type McpServerSettings = z.infer<typeof mcpServerSchema>;
+
+export const SERVER_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+export const SERVER_NAME_MESSAGE = 'server names are 1-64 characters of A-Z a-z 0-9 _ - .';
 
 /** MCP gateway: upstream servers and the face served at /mcp and by `toolrouter stdio`. */
 export const mcpSettingsSchema = z
   .object({
     /** Upstream MCP servers by name; the name prefixes their tools (`name` + catalog.separator + tool). */
-    servers: z.record(z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'server names are 1-64 characters of A-Z a-z 0-9 _ - .'), mcpServerSchema).default({}),
+    servers: z.record(z.string().regex(SERVER_NAME, SERVER_NAME_MESSAGE), mcpServerSchema).default({}),
+    /**
+     * MCP client config files to take servers from, as their clients write them: Claude Desktop, Claude Code
+     * (`.mcp.json`), Cursor (`mcpServers`), VS Code (`.vscode/mcp.json`, `servers`). `toolrouter serve|stdio
+     * --mcp-config FILE` adds to this list. Relative paths are read from the working directory.
+     */
+    import: z.array(z.string().min(1)).default([]),
+    /** Servers added with PUT /v1/mcp/servers/:name may be stdio commands (code execution on this host). */
+    runtimeStdio: z.boolean().default(false),
     /**
      * true: tools/list shows pinned tools + the two virtual tools; false: a plain aggregator listing everything;
      * "auto": the aggregator while the tools fit search.activation, search beyond it (clients get list_changed).

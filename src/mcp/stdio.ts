@@ -9,6 +9,7 @@ import type { McpGateway } from './gateway.js';
 import type { UpstreamManager } from './upstream.js';
 import { createModernServer } from './modern.js';
 import { createMcpServer } from './server.js';
+import { NO_SERVERS } from './guidance.js';
 
 /**
  * stdout carries the protocol; one stray console.log from a dependency would corrupt it. Call before loading anything
@@ -134,5 +135,7 @@ export async function serveStdio(router: StdioRouter): Promise<void> {
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
   await pipe.start();
+  // One plain line a person reads in the client's MCP log, beside the JSON log lines.
+  if (router.mcp.upstreams.status().length === 0) process.stderr.write(`toolrouter stdio: ${NO_SERVERS}\n`);
   log.info({ upstreams: router.mcp.upstreams.status().map((upstream) => upstream.name) }, 'toolrouter MCP gateway on stdio');
 }

@@ -125,6 +125,13 @@ export class RedisKeys {
   get searchSettingsChannel(): string {
     return `${this.prefix}:search:settings:events`;
   }
+  /** Upstream MCP servers added at run time (`PUT /v1/mcp/servers/:name`): name → config JSON, and their channel. */
+  get mcpServers(): string {
+    return `${this.prefix}:mcp:servers`;
+  }
+  get mcpServersChannel(): string {
+    return `${this.prefix}:mcp:servers:events`;
+  }
 }
 
 /** Redis could not be reached: the request failed, and nothing was changed. */

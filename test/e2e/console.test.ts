@@ -10,6 +10,7 @@ import { createEngine } from '../../src/eval/engine.js';
 import { tune } from '../../src/eval/tune.js';
 import { CHROMIUM, launchChromium } from '../helpers/browser.js';
 import { stdioFixtureServer } from '../helpers/mcp.js';
+import { startHttpFixture } from '../fixtures/mcp/http-server.js';
 import { eventually } from '../helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';
 
@@ -217,6 +218,59 @@ describe('web console (headless Chromium)', () => {
     } finally {
       await other.close();
       await gateway.close();
+    }
+  });
+
+  it('Servers: add an HTTP server, see its state, revision and tools, reconnect and remove it; no horizontal overflow at 1280 and 390 px', async () => {
+    const tracker = await startHttpFixture();
+    const gateway = await startRouter({ mcp: { servers: { demo: stdioFixtureServer() } } });
+    const other = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const errors: string[] = [];
+    other.on('pageerror', (error) => errors.push(error.message));
+    try {
+      await gateway.router.mcp.upstreams.settled();
+      await other.goto(`${gateway.url}/console/`);
+      const rows = other.locator('[data-testid="upstreams"] tbody tr');
+      await until(() => rows.count(), (count) => count === 1, 'the configured server');
+      // A server from the config file can be reconnected, not removed.
+      assert.deepEqual(await rows.first().locator('button').allTextContents(), ['reconnect']);
+
+      await other.locator('#server-name').fill('tracker');
+      await other.locator('#server-url').fill(tracker.url);
+      await other.locator('#server-header').fill('Authorization');
+      await other.locator('#server-header-value').fill('Bearer console-secret');
+      await other.locator('#add-server-button').click();
+      const status = await eventually(
+        async () => gateway.router.mcp.upstreams.statusOf('tracker'),
+        (value) => value?.state === 'connected',
+        15_000,
+      );
+      await other.locator('#refresh-servers').click();
+      const row = other.locator('tr[data-server="tracker"]');
+      await until(async () => (await row.locator('td').allTextContents()).slice(0, 8), (cells) => cells[2] === 'connected', 'tracker connected on the page');
+      const cells = await row.locator('td').allTextContents();
+      assert.deepEqual(cells.slice(0, 7), ['tracker', 'http', 'connected', String(status!.tools), '', status!.revision, 'runtime']);
+      assert.equal(await other.locator('#server-header-value').inputValue(), '', 'the secret is not left in the form');
+      assert.equal((await other.content()).includes('console-secret'), false);
+
+      for (const width of [1280, 390]) {
+        await other.setViewportSize({ width, height: 900 });
+        // Read from the page's root element (the test's tsconfig has no DOM types).
+        const overflow = await other.locator('html').evaluate((root: { scrollWidth: number; clientWidth: number }) => ({ scroll: root.scrollWidth, client: root.clientWidth }));
+        assert.ok(overflow.scroll <= overflow.client, `no horizontal overflow at ${width} px: ${JSON.stringify(overflow)}`);
+      }
+
+      await row.locator('button[data-action="reconnect"]').click();
+      await until(async () => other.locator('[data-testid="servers-status"]').textContent(), (text) => text === 'reconnect: tracker', 'reconnect done');
+      await eventually(async () => gateway.router.mcp.upstreams.statusOf('tracker')?.state, (state) => state === 'connected', 15_000);
+      await row.locator('button[data-action="remove"]').click();
+      await until(() => rows.count(), (count) => count === 1, 'tracker removed');
+      assert.equal(gateway.router.mcp.upstreams.statusOf('tracker'), undefined);
+      assert.deepEqual(errors, []);
+    } finally {
+      await other.close();
+      await gateway.close();
+      await tracker.close();
     }
   });
 

@@ -1,0 +1,54 @@
+/** Forwarding requests to a connected upstream, and what a failed one means for the caller. */
+import { ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
+import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
+import { withoutRepeatedCode } from '../errors.js';
+import { UpstreamError, type UpstreamCallOptions } from './types.js';
+
+/** tools/call under the upstream's own name; the result comes back as the upstream gave it. */
+export async function callTool(client: Client, name: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
+  // request() rather than callTool(): callTool also checks structured output against the tool's outputSchema, and a
+  // proxy hands the upstream's result back as it is.
+  return client.request({ method: 'tools/call', params: { name, ...(args === undefined ? {} : { arguments: args }), ...(options.meta ? { _meta: options.meta } : {}) } }, CallToolResultSchema as never, {
+    timeout: options.timeoutMs,
+    signal: options.signal,
+    // The SDK sends its own progress token upstream and hands us each notification for it.
+    ...(options.onProgress ? { onprogress: options.onProgress } : {}),
+  });
+}
+
+/** resources/read, prompts/get, a subscription change: as it is. */
+export async function forward<T extends z.ZodType>(
+  client: Client,
+  request: { method: string; params: Record<string, unknown> },
+  schema: T,
+  options: { timeoutMs: number; signal?: AbortSignal },
+): Promise<z.infer<T>> {
+  return (await client.request(request, schema, { timeout: options.timeoutMs, signal: options.signal })) as z.infer<T>;
+}
+
+/**
+ * Why a forwarded request produced no result, as an UpstreamError. `connectionInDoubt` runs when the failure may be
+ * the connection dying (a ping then decides); `describe` gives the real cause of a transport failure.
+ */
+export function callFailure(
+  server: string,
+  error: unknown,
+  what: string,
+  options: { timeoutMs: number; signal?: AbortSignal },
+  connectionInDoubt: () => void,
+  describe: (error: unknown) => string,
+): UpstreamError {
+  if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
+    // The SDK has already sent notifications/cancelled upstream.
+    return new UpstreamError('timeout', `upstream MCP server "${server}" did not answer ${what} within ${options.timeoutMs} ms`);
+  }
+  if (error instanceof ProtocolError) {
+    return new UpstreamError('error', `upstream MCP server "${server}" answered with an error: ${withoutRepeatedCode(error.message)}`);
+  }
+  // Our own client gave up on the call (the SDK forwarded the cancellation upstream): not the upstream's fault.
+  if (options.signal?.aborted) return new UpstreamError('error', `the call to ${what} was cancelled`);
+  // The connection failed under the call: find out now rather than at the next ping.
+  connectionInDoubt();
+  return new UpstreamError('unavailable', `upstream MCP server "${server}" failed during ${what}: ${describe(error)}`, 1);
+}

@@ -1,0 +1,460 @@
+/**
+ * One upstream server's connection: connecting and negotiating a revision (transport.ts makes the transport), keeping
+ * its tools in the catalog (listing.ts), forwarding calls (calls.ts), and reconnecting with backoff when it goes away
+ * (reconnection.ts).
+ */
+import { Client, type McpSubscription } from '@modelcontextprotocol/client';
+import { EmptyResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
+import type { z } from 'zod';
+import type { Catalog } from '../../catalog/catalog.js';
+import { describeConnectFailure, describeUpstreamError, type HttpFailure } from '../errors.js';
+import { listFeatures, NO_FEATURES, type UpstreamFeatures } from '../features.js';
+import { mapArguments, type ToolTransform } from '../transform.js';
+import { IMPLEMENTATION } from '../version.js';
+import { callFailure, callTool, forward } from './calls.js';
+import { listAllTools, ToolListing } from './listing.js';
+import { Reconnection } from './reconnection.js';
+import { createTransport, terminateSession, type TransportOptions } from './transport.js';
+import {
+  transportKind,
+  UpstreamError,
+  withTimeout,
+  type FeaturesChange,
+  type UpstreamCallOptions,
+  type UpstreamOrigin,
+  type UpstreamServerConfig,
+  type UpstreamState,
+  type UpstreamStatus,
+} from './types.js';
+
+/** Lines of a stdio server's stderr kept per connection attempt, for the error that explains a failed start. */
+const STDERR_TAIL_LINES = 20;
+/** Of those, how many go into the one-line error (the rest are in the debug log). */
+const STDERR_IN_ERROR = 3;
+
+export interface ConnectionOptions {
+  separator: string;
+  reconnect: { initialMs: number; maxMs: number };
+  connectTimeoutMs: number;
+  pingIntervalMs: number;
+  /** This server's transforms by qualified upstream name. */
+  transforms: Map<string, ToolTransform>;
+  log: Logger;
+  /** Extra transport options (an OAuth `authProvider` for HTTP servers). */
+  transport?: Pick<TransportOptions, 'authProvider'>;
+}
+
+export class UpstreamConnection {
+  private features: UpstreamFeatures = NO_FEATURES;
+  /** Resource URI → how many of our sessions subscribed to it (one upstream subscription each). */
+  private readonly subscriptions = new Map<string, number>();
+  /** The last non-2xx HTTP response of this upstream; its status line and WWW-Authenticate go into the error. */
+  private lastHttpFailure: HttpFailure | undefined;
+  /** The transport's last error: the real cause when the SDK then reports only "connection closed". */
+  private lastTransportError: unknown;
+  private state: UpstreamState = 'down';
+  private client: Client | undefined;
+  /** Incremented per connection attempt and on loss; callbacks of an older client compare and ignore themselves. */
+  private generation = 0;
+  private lastError: string | undefined;
+  private connectedAt: Date | null = null;
+  private closed = false;
+  private checking = false;
+  private relisting = false;
+  private relistAgain = false;
+  /** The protocol revision negotiated with the server (the newest both speak). */
+  private revision: string | undefined;
+  /** The open subscriptions/listen stream of a 2026-07-28 connection. */
+  private listening: McpSubscription | undefined;
+  /** The stdio server's stderr during the current connection attempt (cleared per attempt, so a line shows once). */
+  private stderrTail: string[] = [];
+  private readonly listing: ToolListing;
+  private readonly retries: Reconnection;
+  private settle!: () => void;
+  readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
+  private readonly log: Logger;
+
+  constructor(
+    readonly name: string,
+    readonly config: UpstreamServerConfig,
+    readonly origin: UpstreamOrigin,
+    catalog: Catalog,
+    private readonly options: ConnectionOptions,
+    private readonly onStatus: (status: UpstreamStatus) => void,
+    private readonly onFeatures: (change: FeaturesChange) => void = () => {},
+  ) {
+    this.log = options.log.child({ upstream: name });
+    this.listing = new ToolListing(name, catalog, options.separator, options.transforms, this.log);
+    this.retries = new Reconnection(options);
+  }
+
+  start(): void {
+    void this.connect();
+  }
+
+  isConnected(): boolean {
+    return this.state === 'connected';
+  }
+
+  remembers(qualifiedName: string): boolean {
+    return this.state !== 'connected' && this.listing.remembers(qualifiedName);
+  }
+
+  unavailable(): UpstreamError {
+    const state =
+      this.state !== 'connecting' ? 'is not connected' : this.retries.failures > 0 || this.listing.rememberedSize > 0 ? 'is reconnecting' : 'is still connecting';
+    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds());
+  }
+
+  status(): UpstreamStatus {
+    const notConnected = this.state !== 'connected';
+    return {
+      name: this.name,
+      transport: transportKind(this.config),
+      origin: this.origin,
+      state: this.state,
+      tools: this.listing.size,
+      ...(!notConnected && this.revision !== undefined ? { revision: this.revision } : {}),
+      ...(notConnected && this.listing.rememberedSize > 0 ? { knownTools: this.listing.rememberedSize } : {}),
+      ...(notConnected && this.retries.retryAt !== undefined ? { retryAt: new Date(this.retries.retryAt).toISOString() } : {}),
+      connectedAt: this.connectedAt?.toISOString() ?? null,
+      failures: this.retries.failures,
+      ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
+      clashes: [...this.listing.clashes],
+      skipped: [...this.listing.skipped],
+      transformProblems: [...this.listing.transformProblems],
+    };
+  }
+
+  async call(qualifiedName: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
+    const client = this.client;
+    const upstreamName = this.listing.upstreamName(qualifiedName);
+    if (this.state !== 'connected' || !client || upstreamName === undefined) throw this.unavailable();
+    const generation = this.generation;
+    try {
+      const transform = this.listing.transform(qualifiedName);
+      return await callTool(client, upstreamName, transform ? mapArguments(transform, args) : args, options);
+    } catch (error) {
+      throw this.failure(error, `"${qualifiedName}"`, generation, options);
+    }
+  }
+
+  /** Resources, templates and prompts as last listed; none while not connected. */
+  offered(): UpstreamFeatures {
+    return this.state === 'connected' ? this.features : NO_FEATURES;
+  }
+
+  /** Forwards resources/read, prompts/get or a subscription change to this server as it is. */
+  async forward<T extends z.ZodType>(
+    request: { method: string; params: Record<string, unknown> },
+    schema: T,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<z.infer<T>> {
+    const client = this.client;
+    if (this.state !== 'connected' || !client) throw this.unavailable();
+    const generation = this.generation;
+    try {
+      return await forward(client, request, schema, options);
+    } catch (error) {
+      throw this.failure(error, request.method, generation, options);
+    }
+  }
+
+  /** Subscribes upstream to a resource the first time any session asks; re-done after a reconnect. */
+  async subscribe(uri: string, options: { timeoutMs: number }): Promise<void> {
+    const count = this.subscriptions.get(uri) ?? 0;
+    if (count === 0 && !this.modern()) await this.forward({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, options);
+    this.subscriptions.set(uri, count + 1);
+    if (count === 0 && this.modern()) await this.relisten(options.timeoutMs);
+  }
+
+  async unsubscribe(uri: string, options: { timeoutMs: number }): Promise<void> {
+    const count = this.subscriptions.get(uri) ?? 0;
+    if (count <= 1) {
+      this.subscriptions.delete(uri);
+      if (count === 1 && this.state === 'connected') {
+        if (this.modern()) await this.relisten(options.timeoutMs).catch(() => {});
+        else await this.forward({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, options).catch(() => {});
+      }
+    } else {
+      this.subscriptions.set(uri, count - 1);
+    }
+  }
+
+  /** Re-applies the last listing, e.g. after the owner of a clashing name went away. */
+  republish(): void {
+    if (this.state === 'connected' && this.listing.republish()) this.onStatus(this.status());
+  }
+
+  /** Drops the current connection (if any) and connects again now, without waiting for the backoff (admin reconnect). */
+  reconnect(): void {
+    if (this.closed) return;
+    this.generation++;
+    this.retries.stop();
+    const client = this.client;
+    this.client = undefined;
+    if (this.state === 'connected') this.listing.withdraw();
+    this.retries.failures = 0;
+    void client?.close().catch(() => {});
+    void this.connect();
+  }
+
+  /** Closes the connection; `forget` also takes its tools out of the catalog (the server was removed). */
+  async close(forget = false): Promise<void> {
+    this.closed = true;
+    this.generation++;
+    this.retries.stop();
+    this.state = 'closed';
+    const client = this.client;
+    this.client = undefined;
+    this.settle();
+    if (forget) {
+      this.listing.clear();
+      if (this.features !== NO_FEATURES) {
+        this.features = NO_FEATURES;
+        this.onFeatures({ kind: 'lists' });
+      }
+    }
+    if (!client) return;
+    // Tell the server the session is over (courtesy; it would expire anyway). Bounded: the server may be gone.
+    await withTimeout(terminateSession(client.transport), 1_000).catch(() => {});
+    await client.close().catch(() => {});
+  }
+
+  /** Connected over the stateless 2026-07-28 revision (change notifications come on a subscriptions/listen stream). */
+  private modern(): boolean {
+    return this.state === 'connected' && this.client?.getProtocolEra() === 'modern';
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    const generation = ++this.generation;
+    this.state = 'connecting';
+    this.onStatus(this.status());
+    // 'auto': probe with server/discover and use 2026-07-28 when the server offers it; an older server gets the plain
+    // 2025 initialize (and so negotiates 2025-11-25, 2025-06-18, ... as before).
+    const client = new Client(IMPLEMENTATION, { capabilities: {}, versionNegotiation: { mode: 'auto' } });
+    this.listening = undefined;
+    this.lastTransportError = undefined;
+    this.lastHttpFailure = undefined;
+    this.stderrTail = [];
+    // While connecting, the failed connect() below reports the cause; the SDK closes the client first, and this
+    // handler would otherwise record only "connection closed".
+    client.onclose = () => {
+      if (this.state !== 'connecting') this.lost(generation, this.lastTransportError ? this.describe(this.lastTransportError) : 'connection closed');
+    };
+    client.onerror = (error) => {
+      if (generation === this.generation) this.lastTransportError = error;
+      this.transportError(generation, error);
+    };
+    // The same handlers serve both revisions: 2025 servers send these unsolicited, 2026-07-28 servers on the
+    // subscriptions/listen stream opened below.
+    client.setNotificationHandler('notifications/tools/list_changed', () => {
+      this.log.debug('upstream tool list changed');
+      void this.relist(generation);
+    });
+    client.setNotificationHandler('notifications/resources/list_changed', () => void this.relistFeatures(generation));
+    client.setNotificationHandler('notifications/prompts/list_changed', () => void this.relistFeatures(generation));
+    client.setNotificationHandler('notifications/resources/updated', (notification) => {
+      if (generation === this.generation) this.onFeatures({ kind: 'resourceUpdated', uri: notification.params.uri });
+    });
+    this.client = client;
+    try {
+      const transport = createTransport(this.config, {
+        ...this.options.transport,
+        onStderr: (line) => {
+          this.log.debug({ stderr: line }, 'upstream stderr');
+          if (generation !== this.generation) return;
+          this.stderrTail.push(line.slice(0, 500));
+          if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
+        },
+        onHttpFailure: (failure) => {
+          if (generation === this.generation) this.lastHttpFailure = failure;
+        },
+      });
+      await client.connect(transport, { timeout: this.options.connectTimeoutMs });
+      this.revision = client.getNegotiatedProtocolVersion();
+      const tools = await listAllTools(client, this.options.connectTimeoutMs);
+      const features = await listFeatures(client, this.options.connectTimeoutMs);
+      if (generation !== this.generation) return this.discard(client);
+      if (client.getProtocolEra() === 'modern') await this.listen(client, generation);
+      else for (const uri of this.subscriptions.keys()) await client.subscribeResource({ uri }, { timeout: this.options.connectTimeoutMs });
+      if (generation !== this.generation) return this.discard(client);
+      this.features = features;
+      this.state = 'connected';
+      this.retries.succeeded();
+      this.lastError = undefined;
+      this.connectedAt = new Date();
+      this.listing.publish(tools);
+      this.onStatus(this.status());
+      this.onFeatures({ kind: 'lists' });
+      this.log.info(
+        {
+          tools: this.listing.size,
+          resources: features.resources.length,
+          templates: features.templates.length,
+          prompts: features.prompts.length,
+          server: client.getServerVersion(),
+          revision: this.revision,
+        },
+        'upstream connected',
+      );
+      this.retries.keepAlive(() => this.stillAlive(generation));
+    } catch (error) {
+      // The SDK's own account (its negotiation steps, error codes) is for debugging; the status gets one plain line.
+      this.log.debug({ err: error }, 'upstream connection attempt failed');
+      if (generation !== this.generation) return this.discard(client);
+      this.lost(generation, describeConnectFailure(error, transportKind(this.config), this.lastHttpFailure));
+    } finally {
+      this.settle();
+    }
+  }
+
+  /**
+   * A client whose attempt was overtaken (closed, removed, reconnected) while it was still connecting: closed now, since
+   * a stdio transport may have spawned its process after the close that was meant for it.
+   */
+  private discard(client: Client): void {
+    void client.close().catch(() => {});
+  }
+
+  private describe(error: unknown): string {
+    return describeUpstreamError(error, this.lastHttpFailure);
+  }
+
+  /** Re-lists after `notifications/tools/list_changed`; notifications during a listing cause one more listing. */
+  private async relist(generation: number): Promise<void> {
+    if (this.relisting) {
+      this.relistAgain = true;
+      return;
+    }
+    this.relisting = true;
+    try {
+      do {
+        this.relistAgain = false;
+        const client = this.client;
+        if (generation !== this.generation || this.state !== 'connected' || !client) return;
+        const tools = await listAllTools(client, this.options.connectTimeoutMs);
+        if (generation !== this.generation) return;
+        this.listing.publish(tools);
+        this.onStatus(this.status());
+      } while (this.relistAgain);
+    } catch (error) {
+      this.lost(generation, `re-listing tools failed: ${this.describe(error)}`);
+    } finally {
+      this.relisting = false;
+    }
+  }
+
+  /** Re-lists resources, templates and prompts after their list_changed notifications. */
+  private async relistFeatures(generation: number): Promise<void> {
+    const client = this.client;
+    if (generation !== this.generation || this.state !== 'connected' || !client) return;
+    try {
+      const features = await listFeatures(client, this.options.connectTimeoutMs);
+      if (generation !== this.generation) return;
+      this.features = features;
+      this.onFeatures({ kind: 'lists' });
+    } catch (error) {
+      this.lost(generation, `re-listing resources and prompts failed: ${this.describe(error)}`);
+    }
+  }
+
+  /**
+   * Opens the subscriptions/listen stream of a 2026-07-28 connection: list changes of tools, resources and prompts,
+   * and updates of the resources our clients subscribed to. When the stream ends unexpectedly, a ping decides whether
+   * the server is gone; if it is not, the stream is opened again.
+   */
+  private async listen(client: Client, generation: number): Promise<void> {
+    const capabilities = client.getServerCapabilities() ?? {};
+    const subscription = await client.listen(
+      {
+        ...(capabilities.tools?.listChanged ? { toolsListChanged: true } : {}),
+        ...(capabilities.resources?.listChanged ? { resourcesListChanged: true } : {}),
+        ...(capabilities.prompts?.listChanged ? { promptsListChanged: true } : {}),
+        ...(this.subscriptions.size > 0 ? { resourceSubscriptions: [...this.subscriptions.keys()] } : {}),
+      },
+      { timeout: this.options.connectTimeoutMs },
+    );
+    const previous = this.listening;
+    this.listening = subscription;
+    void previous?.close().catch(() => {});
+    void subscription.closed.then(async (how) => {
+      if (how !== 'remote' || this.listening !== subscription || generation !== this.generation) return;
+      await this.check(generation);
+      if (generation === this.generation && this.state === 'connected' && this.client === client) {
+        await this.listen(client, generation).catch((error: unknown) => this.lost(generation, `subscriptions/listen failed: ${this.describe(error)}`));
+      }
+    });
+  }
+
+  /** A new listen stream with the current resource subscriptions (the filter of an open one cannot change). */
+  private async relisten(timeoutMs: number): Promise<void> {
+    const client = this.client;
+    if (!client || !this.modern()) return;
+    await withTimeout(this.listen(client, this.generation), timeoutMs);
+  }
+
+  private failure(error: unknown, what: string, generation: number, options: { timeoutMs: number; signal?: AbortSignal }): UpstreamError {
+    return callFailure(this.name, error, what, options, () => void this.check(generation), (cause) => this.describe(cause));
+  }
+
+  private transportError(generation: number, error: Error): void {
+    if (generation !== this.generation) return;
+    this.log.debug({ err: error }, 'upstream transport error');
+    // The HTTP transport reports a broken event stream here and retries it a few times on its own; once it gives up,
+    // notifications (list_changed) no longer arrive, so the connection is only half alive: start over.
+    if (/Maximum reconnection attempts/i.test(error.message)) this.lost(generation, `event stream lost: ${error.message}`);
+    else if (this.state === 'connected') void this.check(generation);
+  }
+
+  /** The periodic ping: true while this connection is still the current one and alive. */
+  private async stillAlive(generation: number): Promise<boolean> {
+    await this.check(generation);
+    return generation === this.generation && this.state === 'connected';
+  }
+
+  /** A ping decides whether an error was the connection dying. */
+  private async check(generation: number): Promise<void> {
+    const client = this.client;
+    if (this.checking || generation !== this.generation || this.state !== 'connected' || !client) return;
+    this.checking = true;
+    try {
+      const options = { timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) };
+      // 2026-07-28 has no ping; server/discover is its cheapest request.
+      if (client.getProtocolEra() === 'modern') await client.discover(options);
+      else await client.ping(options);
+    } catch (error) {
+      this.lost(generation, `ping failed: ${this.describe(error)}`);
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  /**
+   * The connection is gone (or never came up): tools leave the catalog but stay remembered (listing.ts), and a
+   * reconnect is scheduled.
+   */
+  private lost(generation: number, reason: string): void {
+    if (generation !== this.generation || this.closed) return;
+    this.generation++;
+    const client = this.client;
+    this.client = undefined;
+    const wasConnected = this.state === 'connected';
+    this.state = 'down';
+    const stderr = [...new Set(this.stderrTail)].slice(-STDERR_IN_ERROR);
+    this.lastError = stderr.length > 0 ? `${reason} (stderr: ${stderr.join(' | ')})` : reason;
+    this.connectedAt = null;
+    this.listing.withdraw();
+    const hadFeatures = this.features !== NO_FEATURES;
+    this.features = NO_FEATURES;
+    if (hadFeatures) this.onFeatures({ kind: 'lists' });
+    // Closing fires onclose again; the generation check above ignores it.
+    void client?.close().catch(() => {});
+    const delay = this.retries.failed(() => void this.connect());
+    // warn both when a live connection drops and when a connection attempt fails: either way tools are missing.
+    this.log.warn({ reason: this.lastError, wasConnected, retryInMs: Math.round(delay), failures: this.retries.failures }, 'upstream down');
+    this.onStatus(this.status());
+  }
+}

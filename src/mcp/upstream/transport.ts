@@ -1,0 +1,77 @@
+/**
+ * The transport to one upstream server, made in one place: stdio (a spawned process), streamable HTTP, or the legacy
+ * HTTP+SSE transport. Authentication for HTTP servers is the SDK's `authProvider`, handed in through the options.
+ */
+import { setMaxListeners } from 'node:events';
+import { SSEClientTransport, StreamableHTTPClientTransport, type AuthProvider, type OAuthClientProvider, type Transport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { bodyExcerpt, type HttpFailure } from '../errors.js';
+import type { UpstreamServerConfig } from './types.js';
+
+export interface TransportOptions {
+  /** Each non-empty line the server process writes to stderr (stdio only). */
+  onStderr?: (line: string) => void;
+  /** Each failed (non-2xx) HTTP response: the SDK's errors keep the body but not the status text or WWW-Authenticate. */
+  onHttpFailure?: (failure: HttpFailure) => void;
+  /** Authorization for HTTP servers (OAuth): the SDK asks it for tokens and reports 401s to it. */
+  authProvider?: AuthProvider | OAuthClientProvider;
+}
+
+/**
+ * The SDK's stdio transport, probing in place: the v2 client negotiates a revision on the base class by spawning a
+ * throwaway sibling process for its server/discover probe, then the real one; a subclass probes on the real child's
+ * pipe (a 2025 server answers the unknown method with an error, and initialize follows on the same pipe). One process
+ * per connection, and half the start-up time for servers that are slow to start.
+ */
+class InPlaceStdioTransport extends StdioClientTransport {}
+
+export function createTransport(config: UpstreamServerConfig, options: TransportOptions = {}): Transport {
+  if ('url' in config) {
+    const common = {
+      requestInit: { headers: config.headers ?? {} },
+      fetch: recordingFetch(options.onHttpFailure),
+      ...(options.authProvider ? { authProvider: options.authProvider } : {}),
+    };
+    if (config.type === 'sse') return new SSEClientTransport(new URL(config.url), common);
+    return new StreamableHTTPClientTransport(new URL(config.url), common);
+  }
+  const transport = new InPlaceStdioTransport({
+    command: config.command,
+    args: config.args ?? [],
+    env: config.env,
+    cwd: config.cwd,
+    // Piped, not inherited: with `toolrouter stdio` our stderr is the client's log, and a server's chatter belongs in
+    // our structured log; its last lines explain a crash in the status.
+    stderr: 'pipe',
+  });
+  let partial = '';
+  transport.stderr?.on('data', (chunk: Buffer) => {
+    const lines = (partial + chunk.toString('utf8')).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) if (line.trim().length > 0) options.onStderr?.(line);
+  });
+  return transport;
+}
+
+/** Ends an HTTP session politely (the server would expire it anyway). */
+export async function terminateSession(transport: Transport | undefined): Promise<void> {
+  if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) await transport.terminateSession();
+}
+
+/**
+ * The HTTP transports pass one long-lived AbortSignal to every fetch; undici detaches its abort listener only when the
+ * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
+ * Failed responses are reported: the SDK's error keeps the body but not the status text or WWW-Authenticate.
+ */
+function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined): typeof fetch {
+  return async (input, init) => {
+    if (init?.signal) setMaxListeners(0, init.signal);
+    const response = await fetch(input, init);
+    if (!response.ok && onFailure) {
+      const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
+      const body = await bodyExcerpt(response);
+      onFailure({ status: response.status, statusText: response.statusText, ...(wwwAuthenticate ? { wwwAuthenticate } : {}), body });
+    }
+    return response;
+  };
+}
