@@ -118,7 +118,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, loopbackOnly: isLoopback(config.host), feedback, indexes, metrics, bus, stateDir: config.stateDir });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Last: only /v1/* paths no other router serves reach the upstream LLM unchanged.

@@ -22,6 +22,8 @@ export const configSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   host: z.string().default('127.0.0.1'),
   redisUrl: z.string().url().optional(),
+  /** Without Redis: where state that must survive a restart is kept (OAuth grants of upstream servers: oauth.json). */
+  stateDir: z.string().min(1).optional(),
   adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
   keys: keysSettingsSchema,
   security: securitySettingsSchema,
@@ -100,6 +102,7 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
     host: env.HOST,
     redisUrl: env.REDIS_URL || undefined,
     adminKey: env.ADMIN_KEY || undefined,
+    mcp: env.TOOLROUTER_SECRET_KEY ? { oauth: { secretKey: env.TOOLROUTER_SECRET_KEY } } : undefined,
     logLevel: env.LOG_LEVEL,
     upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
     chat: env.UPSTREAM_LLM_KEY ? { upstreamKey: env.UPSTREAM_LLM_KEY } : undefined,

@@ -60,8 +60,11 @@ export interface AppDependencies {
 
 const DEFAULT_JSON_DEPTH = 64;
 
-/** Reachable without a key: probes, and the console's static page (its API calls carry the key). */
-const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/'];
+/**
+ * Reachable without a key: probes, the console's static page (its API calls carry the key), and the browser's return
+ * from an upstream's authorization server (guarded by its single-use `state`, src/mcp/oauth/routes.ts).
+ */
+const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback'];
 
 export function createApp(deps: AppDependencies): Express {
   const app = express();

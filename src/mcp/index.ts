@@ -7,7 +7,10 @@ import type { Metrics } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
+import type { RedisBus } from '../redis/bus.js';
 import { McpGateway } from './gateway.js';
+import { OAuthManager } from './oauth/manager.js';
+import { oauthRoutes } from './oauth/routes.js';
 import { mcpHttpFace, type McpHttpFace } from './http.js';
 import { StartupGate } from './startup.js';
 import type { McpSettings } from './settings.js';
@@ -44,9 +47,14 @@ export function createMcpFaces(deps: {
   indexes?: IndexManager;
   /** The router's metrics (upstream status gauges); without it nothing is counted. */
   metrics?: Metrics;
+  /** With Redis, OAuth grants of upstream servers are shared by every instance (src/mcp/oauth/store.ts). */
+  bus?: RedisBus;
+  /** Without Redis, OAuth grants are also kept in `<stateDir>/oauth.json`. */
+  stateDir?: string;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
+  const oauth = new OAuthManager({ servers: mcp.servers, settings: mcp.oauth, bus: deps.bus, stateDir: deps.stateDir, log });
   const upstreams = new UpstreamManager(catalog, {
     servers: mcp.servers,
     separator: config.catalog.separator,
@@ -54,8 +62,14 @@ export function createMcpFaces(deps: {
     connectTimeoutMs: mcp.connectTimeoutMs,
     pingIntervalMs: mcp.pingIntervalMs,
     transforms: mcp.transforms,
+    auth: (server) => oauth.auth(server),
     log: log.child({ component: 'upstreams' }),
   });
+  // A grant obtained or renewed by any instance: the servers waiting for one connect now rather than at their next retry.
+  const connectAuthorized = (server: string | undefined) => {
+    for (const status of upstreams.status()) if (oauth.has(status.name) && (server === undefined || status.name === server)) upstreams.reconnectNow(status.name);
+  };
+  void oauth.start(connectAuthorized).catch((error: unknown) => log.warn({ err: error }, 'not following OAuth grant changes of other instances; servers pick them up at their next retry'));
   // Without the index manager (tests of the gateway alone) the wait covers the upstreams only.
   const startup = new StartupGate(upstreams, catalog, deps.indexes, mcp.startupWaitMs);
   const gateway = new McpGateway(
@@ -88,7 +102,7 @@ export function createMcpFaces(deps: {
     upstreams,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams)],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams), oauthRoutes(oauth, connectAuthorized)],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();

@@ -1,5 +1,6 @@
 /** The MCP gateway's settings (YAML `mcp`): schema and defaults. Assembled by `src/config/`. */
 import { z } from 'zod';
+import { oauthSettingsSchema, upstreamOAuthSchema } from './oauth/settings.js';
 import { toolTransformSchema } from './transform.js';
 
 /** An upstream MCP server: a command to spawn (stdio) or a streamable HTTP endpoint. */
@@ -13,8 +14,8 @@ const mcpServerSchema = z.union([
       cwd: z.string().optional(),
     })
     .strict(),
-  z.object({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}) }).strict(),
-], { error: 'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?} (streamable HTTP)' });
+  z.object({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}), auth: upstreamOAuthSchema.optional() }).strict(),
+], { error: 'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?, auth?} (streamable HTTP)' });
 
 /** MCP gateway: upstream servers and the face served at /mcp and by `toolrouter stdio`. */
 export const mcpSettingsSchema = z
@@ -55,6 +56,8 @@ export const mcpSettingsSchema = z
     unusedSessionIdleMs: z.number().int().min(100).default(30_000),
     /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
     transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
+    /** OAuth to upstream servers with `auth: oauth` (src/mcp/oauth/): token encryption, callback URL, refresh lock. */
+    oauth: oauthSettingsSchema,
   })
   .prefault({})
   .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ');

@@ -9,6 +9,7 @@ import { validateTools } from '../catalog/validate.js';
 import type { z } from 'zod';
 import { bodyExcerpt, describeUpstreamError, withoutRepeatedCode, type HttpFailure } from './errors.js';
 import { listFeatures, NO_FEATURES, servesUri, type UpstreamFeatures } from './features.js';
+import type { AuthorizationNeeded, UpstreamAuth } from './oauth/types.js';
 import { applyTransform, mapArguments, transformServer, type ToolTransform } from './transform.js';
 import { IMPLEMENTATION } from './version.js';
 
@@ -28,10 +29,13 @@ export interface UpstreamManagerOptions {
   pingIntervalMs: number;
   /** Tool transformations by qualified upstream tool name (mcp.transforms); none when absent. */
   transforms?: Record<string, ToolTransform>;
+  /** OAuth for HTTP servers with `auth: oauth` (src/mcp/oauth/); undefined for the others. */
+  auth?: (server: string) => UpstreamAuth | undefined;
   log: Logger;
 }
 
-export type UpstreamState = 'connecting' | 'connected' | 'down' | 'closed';
+/** needs_authorization: an OAuth server without a usable grant; an admin authorizes it (POST .../authorize). */
+export type UpstreamState = 'connecting' | 'connected' | 'down' | 'needs_authorization' | 'closed';
 
 export interface UpstreamStatus {
   name: string;
@@ -51,6 +55,8 @@ export interface UpstreamStatus {
   connectedAt: string | null;
   /** Consecutive failed connection attempts. */
   failures: number;
+  /** While needs_authorization: why (never_connected, refresh_failed, revoked) and what to do. */
+  authorization?: AuthorizationNeeded;
   lastError?: string;
   /** Qualified names another source already owns; these tools of this server are left out. */
   clashes: string[];
@@ -220,6 +226,11 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     return connection.call(qualifiedName, args, options);
   }
 
+  /** Connects a server now unless it is connected or connecting (e.g. right after an OAuth authorization). */
+  reconnectNow(server: string): void {
+    this.connections.get(server)?.reconnectNow();
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.connections.values()].map((connection) => connection.close()));
   }
@@ -281,6 +292,9 @@ export class UpstreamConnection {
   readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
   private readonly log: Logger;
   private readonly transportKind: 'stdio' | 'http';
+  private readonly auth: UpstreamAuth | undefined;
+  /** While needs_authorization: why, as the OAuth side said when the connection was lost. */
+  private authNeeded: AuthorizationNeeded | undefined;
 
   constructor(
     readonly name: string,
@@ -292,6 +306,7 @@ export class UpstreamConnection {
   ) {
     this.log = options.log.child({ upstream: name });
     this.transportKind = 'url' in config ? 'http' : 'stdio';
+    this.auth = 'url' in config ? options.auth?.(name) : undefined;
     const servers = Object.keys(options.servers);
     this.transforms = new Map(
       Object.entries(options.transforms ?? {}).filter(([key]) => options.separator === '' || transformServer(key, servers, options.separator) === name),
@@ -311,6 +326,10 @@ export class UpstreamConnection {
   }
 
   unavailable(): UpstreamError {
+    const needs = this.state === 'needs_authorization' ? this.authNeeded : undefined;
+    if (needs) {
+      return new UpstreamError('unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60);
+    }
     const state = this.state !== 'connecting' ? 'is not connected' : this.failures > 0 || this.remembered.size > 0 ? 'is reconnecting' : 'is still connecting';
     const retryAfter = this.retryAt === undefined ? 1 : Math.max(1, Math.ceil((this.retryAt - Date.now()) / 1000));
     return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, retryAfter);
@@ -328,6 +347,7 @@ export class UpstreamConnection {
       ...(notConnected && this.retryAt !== undefined ? { retryAt: new Date(this.retryAt).toISOString() } : {}),
       connectedAt: this.connectedAt?.toISOString() ?? null,
       failures: this.failures,
+      ...(this.state === 'needs_authorization' && this.authNeeded ? { authorization: this.authNeeded } : {}),
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
       clashes: [...this.clashes],
       skipped: [...this.skipped],
@@ -481,6 +501,12 @@ export class UpstreamConnection {
     await client.close().catch(() => {});
   }
 
+  reconnectNow(): void {
+    if (this.closed || this.state === 'connected' || this.state === 'connecting') return;
+    clearTimeout(this.retryTimer);
+    void this.connect();
+  }
+
   private async connect(): Promise<void> {
     if (this.closed) return;
     const generation = ++this.generation;
@@ -552,7 +578,11 @@ export class UpstreamConnection {
 
   private createTransport(): Transport {
     if ('url' in this.config) {
-      return new StreamableHTTPClientTransport(new URL(this.config.url), { requestInit: { headers: this.config.headers ?? {} }, fetch: this.recordingFetch });
+      return new StreamableHTTPClientTransport(new URL(this.config.url), {
+        requestInit: { headers: this.config.headers ?? {} },
+        fetch: this.recordingFetch,
+        ...(this.auth ? { authProvider: this.auth.provider } : {}),
+      });
     }
     const transport = new InPlaceStdioTransport({
       command: this.config.command,
@@ -767,7 +797,11 @@ export class UpstreamConnection {
     const client = this.client;
     this.client = undefined;
     const wasConnected = this.state === 'connected';
-    this.state = 'down';
+    // An OAuth server whose 401 could not be cured waits for the admin; the retries below still pick up a grant that
+    // another instance obtained, and a refresh that failed for a passing reason.
+    const needs = this.auth?.needed();
+    this.authNeeded = needs;
+    this.state = needs ? 'needs_authorization' : 'down';
     this.failures++;
     const tail = this.stderrTail.length > 0 ? ` (stderr: ${this.stderrTail.slice(-3).join(' | ')})` : '';
     this.lastError = reason + tail;
@@ -785,7 +819,7 @@ export class UpstreamConnection {
     const delay = backoff(this.failures, this.options.reconnect);
     this.retryAt = Date.now() + delay;
     // warn both when a live connection drops and when a connection attempt fails: either way tools are missing.
-    this.log.warn({ reason: this.lastError, wasConnected, retryInMs: Math.round(delay), failures: this.failures }, 'upstream down');
+    this.log.warn({ reason: this.lastError, wasConnected, retryInMs: Math.round(delay), failures: this.failures }, needs ? `upstream needs authorization (${needs.reason})` : 'upstream down');
     this.retryTimer = setTimeout(() => void this.connect(), delay);
     this.retryTimer.unref();
     this.onStatus(this.status());
