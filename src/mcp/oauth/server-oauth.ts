@@ -232,8 +232,13 @@ class Flow implements OAuthClientProvider {
 
   async clientInformation(): Promise<StoredOAuthClientInformation | undefined> {
     const { clientId, clientSecret } = this.owner.options.settings;
-    if (clientId) return { client_id: clientId, ...(clientSecret ? { client_secret: clientSecret } : {}) };
     const client = (await this.owner.record())?.client;
+    if (clientId) {
+      // The configured client, bound to the authorization server it was first used with (the SDK's issuer stamp), so
+      // its secret is never sent to another one should the server's metadata change.
+      const issuer = client?.client_id === clientId ? client.issuer : undefined;
+      return { client_id: clientId, ...(clientSecret ? { client_secret: clientSecret } : {}), ...(issuer ? { issuer } : {}) };
+    }
     // Registered for another callback URL (toolrouter moved): register again rather than be refused at redirect.
     const registered = client && 'redirect_uris' in client ? (client.redirect_uris as string[]) : undefined;
     if (registered && this.redirectUrl !== undefined && !registered.includes(this.redirectUrl)) return undefined;
@@ -241,10 +246,10 @@ class Flow implements OAuthClientProvider {
   }
 
   async saveClientInformation(client: StoredOAuthClientInformation): Promise<void> {
-    // A configured client ID is the admin's; only a registration of our own is stored.
-    if (this.owner.options.settings.clientId) return;
+    // Of a configured client only its ID and issuer stamp are kept: its secret stays in the configuration.
+    const configured = this.owner.options.settings.clientId;
     await this.owner.update((record) => {
-      record.client = client;
+      record.client = configured ? { client_id: configured, ...(client.issuer ? { issuer: client.issuer } : {}) } : client;
     });
   }
 

@@ -206,7 +206,7 @@ export class MemoryOAuthStore implements OAuthStore {
       text = readFileSync(this.file!, 'utf8');
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw new Error(`cannot read the OAuth state file ${this.file}: ${(error as Error).message}`);
+      throw new Error(`cannot read the OAuth state file ${this.file}: ${(error as Error).message}`, { cause: error });
     }
     const sealed = JSON.parse(text) as { servers?: Record<string, string> };
     for (const [server, value] of Object.entries(sealed.servers ?? {})) {
