@@ -504,13 +504,15 @@ export class UpstreamConnection {
   reconnectNow(): void {
     if (this.closed || this.state === 'connected' || this.state === 'connecting') return;
     clearTimeout(this.retryTimer);
+    this.state = 'connecting';
     void this.connect();
   }
 
   private async connect(): Promise<void> {
     if (this.closed) return;
     const generation = ++this.generation;
-    this.state = 'connecting';
+    // A server waiting for authorization keeps saying so during its background retries.
+    if (this.state !== 'needs_authorization') this.state = 'connecting';
     this.onStatus(this.status());
     // 'auto': probe with server/discover and use 2026-07-28 when the server offers it; an older server gets the plain
     // 2025 initialize (and so negotiates 2025-11-25, 2025-06-18, ... as before).
@@ -521,7 +523,7 @@ export class UpstreamConnection {
     // While connecting, the failed connect() below reports the cause; the SDK closes the client first, and this
     // handler would otherwise record only "connection closed".
     client.onclose = () => {
-      if (this.state !== 'connecting') this.lost(generation, this.lastTransportError ? this.describe(this.lastTransportError) : 'connection closed');
+      if (this.state !== 'connecting' && this.state !== 'needs_authorization') this.lost(generation, this.lastTransportError ? this.describe(this.lastTransportError) : 'connection closed');
     };
     client.onerror = (error) => {
       if (generation === this.generation) this.lastTransportError = error;
@@ -550,6 +552,7 @@ export class UpstreamConnection {
       if (generation !== this.generation) return;
       this.features = features;
       this.state = 'connected';
+      this.authNeeded = undefined;
       this.failures = 0;
       this.lastError = undefined;
       this.retryAt = undefined;

@@ -350,12 +350,20 @@ describe('OAuth upstream, two instances sharing one grant through Redis', () => 
   test('one refresh for both when the access token expires: the rotating refresh token is never spent twice', async () => {
     const before = fixture.counts();
     fixture.expireAccessTokens();
-    // Both instances meet the 401 at the same moment.
-    const [a, b] = await Promise.all([callTool(evidence, first, 'gh__whoami'), callTool(evidence, second, 'gh__list_repos')]);
+    // The first refresh is held unanswered until both instances have been refused: they race for certain.
+    const release = fixture.holdRefreshes();
+    const calls = Promise.all([callTool(evidence, first, 'gh__whoami'), callTool(evidence, second, 'gh__list_repos')]);
+    await waitFor('both instances refused and one refresh under way', () => {
+      const now = fixture.counts();
+      return now.rejected - before.rejected >= 2 && now.refreshRequests - before.refreshRequests >= 1;
+    });
+    release();
+    const [a, b] = await calls;
     assert.equal(a.status, 200, JSON.stringify(a.body));
     assert.equal(b.status, 200, JSON.stringify(b.body));
     const after = fixture.counts();
-    assert.equal(after.refreshes - before.refreshes, 1, 'one instance refreshed, the other used its tokens');
+    assert.equal(after.refreshRequests - before.refreshRequests, 1, 'one instance refreshed, the other used its tokens');
+    assert.equal(after.refreshes - before.refreshes, 1);
     assert.equal(after.refreshReuse, 0, 'no refresh token was presented twice');
     assert.equal((await serverStatus(evidence, first, 'gh')).state, 'connected');
     assert.equal((await serverStatus(evidence, second, 'gh')).state, 'connected');

@@ -29,6 +29,8 @@ export interface CallbackResult {
 export class OAuthManager {
   private readonly servers = new Map<string, ServerOAuth>();
   private readonly store: OAuthStore;
+  /** Why OAuth servers are not started, when they are not. */
+  private readonly refusal: string | undefined;
 
   constructor(private readonly options: OAuthManagerOptions) {
     const { settings, bus, stateDir, log } = options;
@@ -37,28 +39,39 @@ export class OAuthManager {
     );
     const sealer = settings.secretKey ? new Sealer(settings.secretKey) : undefined;
     const persistent = bus ? 'Redis' : stateDir ? `the state file in ${stateDir}` : undefined;
-    let refusal: string | undefined;
-    if (persistent && !sealer && oauthServers.length > 0) {
-      refusal = `not started: OAuth tokens are kept in ${persistent}, encrypted with TOOLROUTER_SECRET_KEY, which is not set (set it to a random string of 16+ characters, the same on every instance)`;
-      log.error({ servers: oauthServers.map(([name]) => name) }, `OAuth upstream servers ${refusal}`);
+    if (persistent && !sealer) {
+      this.refusal = `not started: OAuth tokens are kept in ${persistent}, encrypted with TOOLROUTER_SECRET_KEY, which is not set (set it to a random string of 16+ characters, the same on every instance)`;
+      if (oauthServers.length > 0) log.error({ servers: oauthServers.map(([name]) => name) }, `OAuth upstream servers ${this.refusal}`);
     }
     this.store = bus && sealer ? new RedisOAuthStore(bus, sealer, log) : new MemoryOAuthStore({ ...(stateDir && sealer ? { stateDir } : {}), sealer, log });
-    for (const [server, config] of oauthServers) {
-      this.servers.set(
+    for (const [server, config] of oauthServers) this.add(server, config);
+  }
+
+  /**
+   * Adds (or replaces) an OAuth server: for servers added at run time, before their upstream connection is created
+   * (the connection asks `auth(name)` once). A grant stored for the same URL is used again.
+   */
+  add(server: string, config: { url: string; auth: UpstreamOAuthSettings }): void {
+    const { settings, log } = this.options;
+    this.servers.set(
+      server,
+      new ServerOAuth({
         server,
-        new ServerOAuth({
-          server,
-          url: config.url,
-          settings: config.auth,
-          store: this.store,
-          lockTtlMs: settings.lockTtlMs,
-          pendingTtlMs: settings.pendingTtlMs,
-          ...(settings.callbackUrl ? { callbackUrl: settings.callbackUrl } : {}),
-          ...(refusal ? { refusal } : {}),
-          log: log.child({ component: 'oauth' }),
-        }),
-      );
-    }
+        url: config.url,
+        settings: config.auth,
+        store: this.store,
+        lockTtlMs: settings.lockTtlMs,
+        pendingTtlMs: settings.pendingTtlMs,
+        ...(settings.callbackUrl ? { callbackUrl: settings.callbackUrl } : {}),
+        ...(this.refusal ? { refusal: this.refusal } : {}),
+        log: log.child({ component: 'oauth' }),
+      }),
+    );
+  }
+
+  /** A server removed at run time. Its stored grant stays (a server put back under the same name and URL reuses it). */
+  remove(server: string): void {
+    this.servers.delete(server);
   }
 
   get storeKind(): OAuthStore['kind'] {
@@ -79,11 +92,15 @@ export class OAuthManager {
    * called for the server whose record changed (undefined: every one, after a Redis reconnect).
    */
   async start(onChanged: (server: string | undefined) => void): Promise<void> {
-    if (this.servers.size === 0) return;
-    await this.store.listen((server) => {
-      for (const oauth of this.servers.values()) if (server === undefined || oauth.name === server) oauth.changed();
-      onChanged(server);
-    });
+    await this.store.listen(
+      (server) => {
+        for (const oauth of this.servers.values()) if (server === undefined || oauth.name === server) oauth.changed();
+        onChanged(server);
+      },
+      async () => {
+        for (const oauth of this.servers.values()) await oauth.restore();
+      },
+    );
   }
 
   /** Admin: the authorization URL for the browser. `callbackUrl`: this service as the admin reached it + /oauth/callback. */

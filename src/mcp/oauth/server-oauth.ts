@@ -82,6 +82,13 @@ export class ServerOAuth implements UpstreamAuth {
     this.problem = undefined;
   }
 
+  /** Puts the last record read back into a store that lost it (Redis restarted empty). */
+  async restore(): Promise<void> {
+    if (this.lastKnown && (await this.options.store.writeIfAbsent(this.name, this.lastKnown))) {
+      this.options.log.info({ upstream: this.name }, 'OAuth grant put back into Redis after it lost its data');
+    }
+  }
+
   /** The stored record of this server, if it is for the configured URL. */
   async record(): Promise<OAuthRecord | undefined> {
     const record = await this.options.store.read(this.options.server);

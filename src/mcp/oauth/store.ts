@@ -40,6 +40,8 @@ export interface OAuthStore {
   readonly kind: 'redis' | 'memory' | 'file';
   read(server: string): Promise<OAuthRecord | undefined>;
   write(server: string, record: OAuthRecord): Promise<void>;
+  /** Writes only where nothing is stored (putting back what an emptied Redis lost); false when a record was there. */
+  writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean>;
   putPending(state: string, pending: PendingAuthorization, ttlMs: number): Promise<void>;
   /** Single use: the entry is gone once taken. */
   takePending(state: string): Promise<PendingAuthorization | undefined>;
@@ -47,8 +49,11 @@ export interface OAuthStore {
   withLock<T>(server: string, ttlMs: number, work: () => Promise<T>): Promise<T>;
   /** Tells every instance that a server's record changed. */
   announce(server: string): Promise<void>;
-  /** `onChange(server)` for every announcement (including this instance's own); also after a Redis reconnect (all). */
-  listen(onChange: (server: string | undefined) => void): Promise<void>;
+  /**
+   * `onChange(server)` for every announcement (including this instance's own); also after a Redis reconnect (all).
+   * `onRestore` when Redis lost its data: put back what this instance holds.
+   */
+  listen(onChange: (server: string | undefined) => void, onRestore?: () => Promise<void>): Promise<void>;
 }
 
 const LOCK_POLL_MS = 50;
@@ -85,6 +90,11 @@ export class RedisOAuthStore implements OAuthStore {
     await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(record), key));
   }
 
+  async writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean> {
+    const key = this.bus.keys.oauthServer(server);
+    return (await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(record), key), 'NX')) === 'OK';
+  }
+
   async putPending(state: string, pending: PendingAuthorization, ttlMs: number): Promise<void> {
     const key = this.bus.keys.oauthPending(state);
     await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(pending), key), 'PX', ttlMs);
@@ -117,11 +127,14 @@ export class RedisOAuthStore implements OAuthStore {
     await this.bus.redis.publish(this.bus.keys.oauthChannel, server);
   }
 
-  async listen(onChange: (server: string | undefined) => void): Promise<void> {
+  async listen(onChange: (server: string | undefined) => void, onRestore?: () => Promise<void>): Promise<void> {
     await this.bus.listen(this.bus.keys.oauthChannel, {
       message: (server) => onChange(server),
       // Announcements missed while disconnected: every server re-checks its record.
       resync: async () => onChange(undefined),
+      // Redis came back empty: the grants this instance last read go back (the first instance to restore wins), so an
+      // emptied Redis does not send every OAuth server back to the admin.
+      ...(onRestore ? { restore: onRestore } : {}),
     });
   }
 
@@ -167,6 +180,12 @@ export class MemoryOAuthStore implements OAuthStore {
   async write(server: string, record: OAuthRecord): Promise<void> {
     this.records.set(server, structuredClone(record));
     this.save();
+  }
+
+  async writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean> {
+    if (this.records.has(server)) return false;
+    await this.write(server, record);
+    return true;
   }
 
   async putPending(state: string, pending: PendingAuthorization, ttlMs: number): Promise<void> {
