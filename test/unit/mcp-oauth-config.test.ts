@@ -20,7 +20,7 @@ describe('OAuth records at rest (AES-256-GCM)', () => {
     assert.throws(() => new Sealer('another-secret-key-entirely').open(sealed, 'tr:oauth:server:gh'));
     assert.throws(() => sealer.open(sealed, 'tr:oauth:server:other'), 'moved under another server');
     const bytes = Buffer.from(sealed.slice(3), 'base64url');
-    bytes[bytes.length - 1] ^= 1;
+    bytes[bytes.length - 1] = bytes.at(-1)! ^ 1;
     assert.throws(() => sealer.open(`v1.${bytes.toString('base64url')}`, 'tr:oauth:server:gh'));
     assert.throws(() => sealer.open('plain text', 'tr:oauth:server:gh'), /not a sealed OAuth record/);
   });
