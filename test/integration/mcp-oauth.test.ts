@@ -210,6 +210,36 @@ describe('OAuth upstream, tokens in memory', () => {
   });
 });
 
+describe('OAuth upstream speaking 2026-07-28', () => {
+  const evidence = new Evidence();
+  let fixture: OAuthFixture;
+  let api: Instance;
+
+  before(async () => {
+    fixture = await startOAuthFixture({ revision: '2026-07-28' });
+    api = await startInstance({ mcp: { ...FAST, servers: { linear: { url: fixture.url, auth: 'oauth' } } } }, evidence);
+  });
+
+  after(async () => {
+    await stopInstance(api);
+    await fixture?.close();
+  });
+
+  test('the same authorize and refresh over the stateless revision', async () => {
+    await untilState(evidence, api, 'linear', 'needs_authorization');
+    await connect(evidence, api, 'linear');
+    const status = await untilState(evidence, api, 'linear', 'connected');
+    assert.equal(status.revision, '2026-07-28');
+    const whoami = await callTool(evidence, api, 'linear__whoami');
+    assert.equal(whoami.status, 200, JSON.stringify(whoami.body));
+    assert.deepEqual(JSON.parse(whoami.body.content[0].text), { era: 'modern' });
+    fixture.expireAccessTokens();
+    assert.equal((await callTool(evidence, api, 'linear__list_repos', { owner: 'octo' })).status, 200);
+    assert.equal(fixture.counts().refreshes, 1);
+    evidence.assertNoTokens(fixture.issuedTokens());
+  });
+});
+
 describe('OAuth upstream, client_credentials', () => {
   const evidence = new Evidence();
   let fixture: OAuthFixture;
