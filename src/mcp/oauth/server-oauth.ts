@@ -142,7 +142,7 @@ export class ServerOAuth implements UpstreamAuth {
           if (!record?.tokens) {
             throw await this.fail(
               record?.problem?.reason ?? 'never_connected',
-              record?.problem?.message ?? 'not authorized yet: an admin connects it with POST /v1/mcp/servers/:name/authorize and a browser visit',
+              record?.problem?.message ?? `not authorized yet: an admin connects it with POST /v1/mcp/servers/${this.name}/authorize and a browser visit`,
             );
           }
           if (!record.tokens.refresh_token) {
@@ -282,7 +282,7 @@ class Flow implements OAuthClientProvider {
     const tokens = (await this.owner.record())?.tokens;
     if (this.revoked) await this.owner.fail('revoked', 'the authorization server refused the refresh token (revoked or expired): authorize again');
     else if (tokens?.refresh_token) await this.owner.fail('refresh_failed', 'the authorization server did not renew the access token; retrying, or authorize again');
-    else await this.owner.fail('never_connected', 'not authorized yet: an admin connects it with POST /v1/mcp/servers/:name/authorize and a browser visit');
+    else await this.owner.fail('never_connected', `not authorized yet: an admin connects it with POST /v1/mcp/servers/${this.owner.name}/authorize and a browser visit`);
   }
 
   saveCodeVerifier(verifier: string): void {
