@@ -13,6 +13,7 @@ import { startOAuthFixture, type OAuthFixture } from '../fixtures/mcp/oauth-serv
 import { ADMIN_KEY, call, generateKey, type Reply } from '../helpers/keys.js';
 import { waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
+import { freePort } from '../helpers/redis-server.js';
 
 /**
  * OAuth 2.1 to an upstream MCP server (src/mcp/oauth/), end to end with real parts: the fixture is an OAuth-protected
@@ -237,6 +238,42 @@ describe('OAuth upstream speaking 2026-07-28', () => {
     assert.equal((await callTool(evidence, api, 'linear__list_repos', { owner: 'octo' })).status, 200);
     assert.equal(fixture.counts().refreshes, 1);
     evidence.assertNoTokens(fixture.issuedTokens());
+  });
+});
+
+describe('OAuth upstream, client ID metadata document instead of registration', () => {
+  const evidence = new Evidence();
+  const metadataUrl = 'https://toolrouter.example.test/oauth/client-metadata.json';
+  let fixture: OAuthFixture;
+  let api: Instance;
+
+  before(async () => {
+    // toolrouter's port is picked first: the document and the callback name it. The authorization server reaches the
+    // document over loopback HTTP instead of the https name (no DNS or TLS in tests).
+    const port = await freePort();
+    const local = `http://127.0.0.1:${port}`;
+    fixture = await startOAuthFixture({ clientMetadataDocuments: (clientId) => clientId.replace('https://toolrouter.example.test', local) });
+    const oauth = { callbackUrl: `${local}/oauth/callback`, clientMetadataUrl: metadataUrl };
+    api = await startInstance({ port, mcp: { ...FAST, oauth, servers: { docs: { url: fixture.url, auth: 'oauth' } } } }, evidence);
+  });
+
+  after(async () => {
+    await stopInstance(api);
+    await fixture?.close();
+  });
+
+  test('the metadata URL is the client ID; the authorization server reads the document, nothing registers', async () => {
+    const document = await fetch(`${api.url}/oauth/client-metadata.json`);
+    assert.equal(document.status, 200, 'public: no key needed');
+    assert.deepEqual(((await document.json()) as { redirect_uris: string[] }).redirect_uris, [`${api.url}/oauth/callback`]);
+    await untilState(evidence, api, 'docs', 'needs_authorization');
+    const { authorizationUrl } = await connect(evidence, api, 'docs');
+    assert.equal(authorizationUrl.searchParams.get('client_id'), metadataUrl);
+    await untilState(evidence, api, 'docs', 'connected');
+    assert.equal((await callTool(evidence, api, 'docs__whoami')).status, 200);
+    const counts = fixture.counts();
+    assert.equal(counts.registrations, 0);
+    assert.ok(counts.metadataDocumentsFetched >= 1);
   });
 });
 

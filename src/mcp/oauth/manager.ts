@@ -63,6 +63,7 @@ export class OAuthManager {
         lockTtlMs: settings.lockTtlMs,
         pendingTtlMs: settings.pendingTtlMs,
         ...(settings.callbackUrl ? { callbackUrl: settings.callbackUrl } : {}),
+        ...(settings.clientMetadataUrl ? { clientMetadataUrl: settings.clientMetadataUrl } : {}),
         ...(this.refusal ? { refusal: this.refusal } : {}),
         log: log.child({ component: 'oauth' }),
       }),
@@ -101,6 +102,23 @@ export class OAuthManager {
         for (const oauth of this.servers.values()) await oauth.restore();
       },
     );
+  }
+
+  /**
+   * This service's client ID metadata document (draft-ietf-oauth-client-id-metadata-document), when
+   * `mcp.oauth.clientMetadataUrl` is set: a public client using PKCE, redirected to `callbackUrl`.
+   */
+  clientMetadataDocument(): Record<string, unknown> | undefined {
+    const { clientMetadataUrl, callbackUrl } = this.options.settings;
+    if (!clientMetadataUrl || !callbackUrl) return undefined;
+    return {
+      client_id: clientMetadataUrl,
+      client_name: 'toolrouter',
+      redirect_uris: [callbackUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
   }
 
   /** Admin: the authorization URL for the browser. `callbackUrl`: this service as the admin reached it + /oauth/callback. */

@@ -6,6 +6,8 @@ import { OAuthRequestError } from './server-oauth.js';
 
 /** The browser's way back from the authorization server; public (the browser carries no key), guarded by `state`. */
 export const OAUTH_CALLBACK_PATH = '/oauth/callback';
+/** This service's client ID metadata document (when mcp.oauth.clientMetadataUrl is set); public like the callback. */
+export const OAUTH_CLIENT_METADATA_PATH = '/oauth/client-metadata.json';
 
 /**
  * Connecting an OAuth upstream (admin): `POST /v1/mcp/servers/:name/authorize` → `{authorization_url}` to open in a
@@ -20,6 +22,13 @@ export function oauthRoutes(oauth: OAuthManager, onAuthorized: (server: string) 
     const authorizationUrl = await answer(() => oauth.authorize(req.params.name as string, callbackFor(req)));
     res.setHeader('Cache-Control', 'no-store');
     res.json({ authorization_url: authorizationUrl });
+  });
+
+  router.get(OAUTH_CLIENT_METADATA_PATH, (_req, res) => {
+    const document = oauth.clientMetadataDocument();
+    if (!document) throw new HttpError(404, 'not_found', 'no client metadata document: mcp.oauth.clientMetadataUrl is not set');
+    res.setHeader('Cache-Control', 'public, max-age=300');
+    res.json(document);
   });
 
   router.get(OAUTH_CALLBACK_PATH, async (req, res) => {

@@ -26,6 +26,8 @@ export interface ServerOAuthOptions {
   pendingTtlMs: number;
   /** The configured callback URL (mcp.oauth.callbackUrl), if any. */
   callbackUrl?: string;
+  /** Where this service's client ID metadata document is served (mcp.oauth.clientMetadataUrl), if anywhere. */
+  clientMetadataUrl?: string;
   /** Set when this server must not start (why: e.g. no TOOLROUTER_SECRET_KEY for tokens stored in Redis). */
   refusal?: string;
   log: Logger;
@@ -201,6 +203,8 @@ type FlowMode = { kind: 'background' } | { kind: 'authorize'; state: string } | 
  * background run (a 401 on a live connection) never starts a browser step: reaching that point means the admin must.
  */
 class Flow implements OAuthClientProvider {
+  /** The SDK uses it as the client ID where the authorization server takes metadata documents (and no client is configured). */
+  readonly clientMetadataUrl: string | undefined;
   authorizationUrl: URL | undefined;
   verifier: string | undefined;
   /** Set when the authorization server refused the refresh token during this run (invalid_grant). */
@@ -212,6 +216,8 @@ class Flow implements OAuthClientProvider {
     private readonly callbackUrl: string,
   ) {
     if (mode.kind === 'callback') this.verifier = mode.verifier;
+    const { settings, clientMetadataUrl } = owner.options;
+    this.clientMetadataUrl = settings.grant === 'authorization_code' && !settings.clientId ? clientMetadataUrl : undefined;
   }
 
   get redirectUrl(): string | undefined {

@@ -37,11 +37,26 @@ export const oauthSettingsSchema = z
      * from the Host of the `authorize` request (right when the admin and the browser reach toolrouter at the same address).
      */
     callbackUrl: z.string().url().optional(),
+    /**
+     * The HTTPS URL at which this service's client ID metadata document (served at `/oauth/client-metadata.json`) is
+     * reachable from the authorization servers. Set, an authorization server that takes metadata documents
+     * (`client_id_metadata_document_supported`) gets this URL as the client ID instead of a dynamic registration.
+     * Needs `callbackUrl` (the document names the redirect URI).
+     */
+    clientMetadataUrl: z
+      .string()
+      .url()
+      .refine((url) => url.startsWith('https://') && new URL(url).pathname !== '/', 'must be an https URL with a path (the metadata document\'s own address)')
+      .optional(),
     /** A refresh holds a per-server lock this long at most (Redis: `SET NX PX`); others wait for it, then re-read. */
     lockTtlMs: z.number().int().min(1_000).max(600_000).default(30_000),
     /** How long an `authorize` answer stays usable: the browser must come back within it. */
     pendingTtlMs: z.number().int().min(10_000).max(3_600_000).default(600_000),
   })
-  .prefault({});
+  .prefault({})
+  .refine((oauth) => oauth.clientMetadataUrl === undefined || oauth.callbackUrl !== undefined, {
+    message: 'clientMetadataUrl needs callbackUrl: the metadata document names the redirect URI',
+    path: ['callbackUrl'],
+  });
 
 export type OAuthSettings = z.output<typeof oauthSettingsSchema>;
