@@ -55,6 +55,8 @@ export interface UpstreamStatus {
   connectedAt: string | null;
   /** Consecutive failed connection attempts. */
   failures: number;
+  /** 'oauth' for a server with `auth: oauth` (the console offers Connect: POST /v1/mcp/servers/:name/authorize). */
+  auth?: 'oauth';
   /** While needs_authorization: why (never_connected, refresh_failed, revoked) and what to do. */
   authorization?: AuthorizationNeeded;
   lastError?: string;
@@ -347,6 +349,7 @@ export class UpstreamConnection {
       ...(notConnected && this.retryAt !== undefined ? { retryAt: new Date(this.retryAt).toISOString() } : {}),
       connectedAt: this.connectedAt?.toISOString() ?? null,
       failures: this.failures,
+      ...(this.auth ? { auth: 'oauth' as const } : {}),
       ...(this.state === 'needs_authorization' && this.authNeeded ? { authorization: this.authNeeded } : {}),
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
       clashes: [...this.clashes],

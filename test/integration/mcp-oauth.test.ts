@@ -136,6 +136,7 @@ describe('OAuth upstream, tokens in memory', () => {
   test('never connected: needs_authorization, and its tools answer "needs authorization", not "unknown tool"', async () => {
     const status = await untilState(evidence, api, 'gh', 'needs_authorization');
     assert.equal(status.authorization.reason, 'never_connected');
+    assert.equal(status.auth, 'oauth');
     assert.equal(status.tools, 0);
     const reply = await callTool(evidence, api, 'gh__list_repos');
     assert.equal(reply.status, 503, JSON.stringify(reply.body));
@@ -186,6 +187,19 @@ describe('OAuth upstream, tokens in memory', () => {
     assert.equal(after.refreshReuse, 0);
     assert.equal(after.authorizations, before.authorizations, 'no new browser step');
     assert.equal((await serverStatus(evidence, api, 'gh')).state, 'connected');
+  });
+
+  test('a refresh that fails for a passing reason: needs_authorization (refresh_failed), healed by the retries alone', async () => {
+    fixture.failRefreshes(true);
+    fixture.expireAccessTokens();
+    await callTool(evidence, api, 'gh__whoami');
+    const status = await untilState(evidence, api, 'gh', 'needs_authorization');
+    assert.equal(status.authorization.reason, 'refresh_failed');
+    const authorizations = fixture.counts().authorizations;
+    fixture.failRefreshes(false);
+    await untilState(evidence, api, 'gh', 'connected');
+    assert.equal((await callTool(evidence, api, 'gh__whoami')).status, 200);
+    assert.equal(fixture.counts().authorizations, authorizations, 'no browser step was needed');
   });
 
   test('a revoked grant turns the server to needs_authorization (revoked); authorizing again restores it', async () => {
