@@ -10,7 +10,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/log.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 import { startOAuthFixture, type OAuthFixture } from '../fixtures/mcp/oauth-server.js';
-import { ADMIN_KEY, call, generateKey, type Reply } from '../helpers/keys.js';
+import { ADMIN_KEY, call, generateKey, mcpClientWithKey, type Reply } from '../helpers/keys.js';
 import { waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -142,6 +142,14 @@ describe('OAuth upstream, tokens in memory', () => {
     assert.equal(reply.status, 503, JSON.stringify(reply.body));
     assert.match(reply.body.error.message, /unavailable: needs authorization \(never_connected/);
     assert.equal(fixture.counts().registrations, 0, 'nothing registers before the admin asks');
+    // MCP answers say the server's tools are missing.
+    const client = await mcpClientWithKey(api.url, ADMIN_KEY);
+    try {
+      const listed = await client.listTools();
+      assert.deepEqual((listed._meta?.['toolrouter/upstreams'] as { down: string[] } | undefined)?.down, ['gh']);
+    } finally {
+      await client.close();
+    }
   });
 
   test('authorize needs the admin key, and names only OAuth servers', async () => {
