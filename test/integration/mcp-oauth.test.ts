@@ -13,7 +13,7 @@ import { startOAuthFixture, type OAuthFixture } from '../fixtures/mcp/oauth-serv
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey, type Reply } from '../helpers/keys.js';
 import { waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort, PrivateRedis } from '../helpers/redis-server.js';
 
 /**
  * OAuth 2.1 to an upstream MCP server (src/mcp/oauth/), end to end with real parts: the fixture is an OAuth-protected
@@ -466,5 +466,44 @@ describe('OAuth upstream, two instances sharing one grant through Redis', () => 
     assert.match(stored, /^v1\./m);
     assert.ok(!stored.includes('client_id') && !stored.includes('refresh_token'), 'records are not readable JSON');
     evidence.assertNoTokens(fixture.issuedTokens(), { Redis: stored });
+  });
+});
+
+describe('OAuth upstream, Redis restarting empty', () => {
+  const evidence = new Evidence();
+  const redis = new PrivateRedis();
+  let fixture: OAuthFixture;
+  let api: Instance;
+
+  before(async () => {
+    await redis.start();
+    fixture = await startOAuthFixture();
+    const settings = { redisUrl: redis.url, queue: { prefix: 'oauth-restore', generationCheckMs: 300 }, mcp: { ...FAST, servers: { gh: { url: fixture.url, auth: 'oauth' } } } };
+    api = await startInstance(settings, evidence);
+  });
+
+  after(async () => {
+    await stopInstance(api);
+    await fixture?.close();
+    await redis.stop();
+  });
+
+  test('the instance puts the grant it holds back, so the server survives the next token expiry', async () => {
+    await untilState(evidence, api, 'gh', 'needs_authorization');
+    await connect(evidence, api, 'gh');
+    await untilState(evidence, api, 'gh', 'connected');
+    const client = new Redis(redis.url);
+    try {
+      await redis.stop();
+      await redis.start();
+      // Back empty: the generation check notices and the holders store again what they hold.
+      await waitFor('the grant back in Redis', async () => (await client.get('oauth-restore:oauth:server:gh').catch(() => null)) !== null, 20_000);
+      fixture.expireAccessTokens();
+      const reply = await callTool(evidence, api, 'gh__whoami');
+      assert.equal(reply.status, 200, JSON.stringify(reply.body));
+      assert.equal((await serverStatus(evidence, api, 'gh')).state, 'connected');
+    } finally {
+      client.disconnect();
+    }
   });
 });

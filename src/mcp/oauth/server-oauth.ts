@@ -93,9 +93,15 @@ export class ServerOAuth implements UpstreamAuth {
 
   /** The stored record of this server, if it is for the configured URL. */
   async record(): Promise<OAuthRecord | undefined> {
-    const record = await this.options.store.read(this.options.server);
+    let record = await this.options.store.read(this.name);
+    if (record === undefined && this.lastKnown !== undefined) {
+      // Nothing deletes a record, so one gone means the store lost its data (Redis restarted empty): put back what this
+      // instance last read (unless another instance was first), before any request goes out without a token.
+      await this.options.store.writeIfAbsent(this.name, this.lastKnown);
+      record = await this.options.store.read(this.name);
+    }
     const current = record?.url === this.options.url ? record : undefined;
-    this.lastKnown = current;
+    if (current) this.lastKnown = current;
     return current;
   }
 
