@@ -26,7 +26,10 @@ export const configSchema = z.object({
   /** Where Redis is (a URL, Sentinel or Cluster, with TLS); unset: no Redis. The older top-level `redisUrl` is folded in. */
   redis: redisSettingsSchema,
   adminKey: z.string().min(16, 'adminKey must be at least 16 characters').optional(),
-  /** Where a single node (no Redis) keeps what it is told at run time: MCP servers added with PUT /v1/mcp/servers. */
+  /**
+   * Where a single node (no Redis) keeps what must survive a restart: MCP servers added with PUT /v1/mcp/servers
+   * (mcp-servers.json) and OAuth grants of upstream servers (oauth.json, sealed with TOOLROUTER_SECRET_KEY).
+   */
   stateDir: z.string().min(1).optional(),
   keys: keysSettingsSchema,
   security: securitySettingsSchema,
@@ -113,6 +116,7 @@ export function configInput(env: NodeJS.ProcessEnv = process.env, overrides: Rec
     port: env.PORT ? parsePort('PORT', env.PORT) : undefined,
     host: env.HOST,
     adminKey: env.ADMIN_KEY || undefined,
+    mcp: env.TOOLROUTER_SECRET_KEY ? { oauth: { secretKey: env.TOOLROUTER_SECRET_KEY } } : undefined,
     logLevel: env.LOG_LEVEL,
     upstreamLlmUrl: env.UPSTREAM_LLM_URL || undefined,
     upstreamAnthropicUrl: env.UPSTREAM_ANTHROPIC_URL || undefined,

@@ -94,14 +94,14 @@ interface Expansion {
   workspaceFolder: string;
 }
 
-/** Keys of a client entry toolrouter uses; clients' own settings (autoApprove, alwaysAllow, timeout, ...) are ignored. */
+/** Keys of a client entry toolrouter uses (`auth`: toolrouter's own, for OAuth servers); clients' own settings (autoApprove, alwaysAllow, timeout, ...) are ignored. */
 function convertEntry(name: string, entry: unknown, context: Expansion): { config: UpstreamServerConfig } | { reason: string; disabled?: boolean } {
   if (!SERVER_NAME.test(name)) return { reason: SERVER_NAME_MESSAGE };
   if (!isObject(entry)) return { reason: 'the entry is not an object' };
   if (entry.disabled === true) return { reason: 'disabled: true', disabled: true };
   if (entry.envFile !== undefined) return { reason: 'envFile is not read by toolrouter; put the variables in "env" (${VAR} expands from the environment)' };
   const picked: Record<string, unknown> = {};
-  for (const key of ['type', 'transport', 'command', 'args', 'env', 'cwd', 'url', 'headers']) {
+  for (const key of ['type', 'transport', 'command', 'args', 'env', 'cwd', 'url', 'headers', 'auth']) {
     if (entry[key] !== undefined) picked[key] = entry[key];
   }
   if (picked.type === undefined && picked.transport === undefined && picked.url === undefined && picked.command === undefined) {

@@ -7,14 +7,16 @@ import type { Metrics } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
+import type { RedisBus } from '../redis/bus.js';
 import { McpGateway } from './gateway.js';
+import { OAuthManager } from './oauth/manager.js';
+import { oauthRoutes } from './oauth/routes.js';
 import { mcpHttpFace, type McpHttpFace } from './http.js';
 import { StartupGate } from './startup.js';
 import type { McpSettings } from './settings.js';
 import { McpTokenAccounting } from './token-accounting.js';
 import { UpstreamManager, type UpstreamServerConfig, type UpstreamStatus } from './upstream.js';
 import { importClientConfigs, type ImportedServers } from './client-config.js';
-import type { RedisBus } from '../redis/bus.js';
 import { LocalRuntimeServers, RedisRuntimeServers, type RuntimeServerStore } from './runtime-servers.js';
 import { mcpServerRoutes } from './server-routes.js';
 
@@ -52,7 +54,10 @@ export function createMcpFaces(deps: {
   indexes?: IndexManager;
   /** The router's metrics (upstream status gauges); without it nothing is counted. */
   metrics?: Metrics;
-  /** Where servers added at run time live: Redis (shared by every instance), else this process and `stateDir`. */
+  /**
+   * With Redis: servers added at run time and OAuth grants of upstream servers are shared by every instance. Without
+   * it they live in this process and in `stateDir`.
+   */
   bus?: RedisBus;
   stateDir?: string;
 }): McpFaces {
@@ -63,6 +68,8 @@ export function createMcpFaces(deps: {
   // cannot be used are reported by name and the rest load.
   const imported = importClientConfigs(mcp.import, process.env, Object.keys(mcp.servers));
   reportImport(imported, log);
+  // OAuth for HTTP servers with `auth: oauth`, wherever they were configured (file, client config, run time).
+  const oauth = new OAuthManager({ servers: { ...imported.servers, ...servers }, settings: mcp.oauth, bus: deps.bus, stateDir: deps.stateDir, log });
   const upstreams = new UpstreamManager(catalog, {
     servers,
     imported: imported.servers,
@@ -71,8 +78,14 @@ export function createMcpFaces(deps: {
     connectTimeoutMs: mcp.connectTimeoutMs,
     pingIntervalMs: mcp.pingIntervalMs,
     transforms: mcp.transforms,
+    auth: (server) => oauth.auth(server),
     log: log.child({ component: 'upstreams' }),
   });
+  // A grant obtained or renewed by any instance: the servers waiting for one connect now rather than at their next retry.
+  const connectAuthorized = (server: string | undefined) => {
+    for (const status of upstreams.status()) if (oauth.has(status.name) && (server === undefined || status.name === server)) upstreams.reconnectNow(status.name);
+  };
+  void oauth.start(connectAuthorized).catch((error: unknown) => log.warn({ err: error }, 'not following OAuth grant changes of other instances; servers pick them up at their next retry'));
   // Without the index manager (tests of the gateway alone) the wait covers the upstreams only.
   const startup = new StartupGate(upstreams, catalog, deps.indexes, mcp.startupWaitMs);
   const gateway = new McpGateway(
@@ -102,7 +115,19 @@ export function createMcpFaces(deps: {
   for (const status of upstreams.status()) recordUpstreamStatus(status);
   upstreams.on('status', recordUpstreamStatus);
   upstreams.start();
-  const target = { put: (name: string, server: UpstreamServerConfig) => upstreams.put(name, server), remove: (name: string) => upstreams.remove(name) };
+  const target = {
+    put: (name: string, server: UpstreamServerConfig) => {
+      // The OAuth side first: the connection asks for it once, when it is created.
+      if ('url' in server && server.auth !== undefined) oauth.add(name, { url: server.url, auth: server.auth });
+      else oauth.remove(name);
+      return upstreams.put(name, server);
+    },
+    remove: (name: string) => {
+      const removed = upstreams.remove(name);
+      oauth.remove(name);
+      return removed;
+    },
+  };
   const runtime: RuntimeServerStore = deps.bus
     ? new RedisRuntimeServers(target, deps.bus, log.child({ component: 'upstreams' }))
     : new LocalRuntimeServers(target, deps.stateDir, log.child({ component: 'upstreams' }));
@@ -112,7 +137,7 @@ export function createMcpFaces(deps: {
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio })],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized)],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();

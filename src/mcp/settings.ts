@@ -1,5 +1,6 @@
 /** The MCP gateway's settings (YAML `mcp`): schema and defaults. Assembled by `src/config/`. */
 import { z } from 'zod';
+import { oauthSettingsSchema, upstreamOAuthSchema } from './oauth/settings.js';
 import { toolTransformSchema } from './transform.js';
 
 /** Names clients use for the transport (`type` in Claude Code and VS Code, `transport` in LiteLLM and others). */
@@ -46,13 +47,15 @@ export const mcpServerSchema = z.preprocess(
           type: z.enum(['http', 'sse']).optional(),
           url: z.string().url(),
           headers: z.record(z.string(), z.string()).default({}),
+          /** OAuth 2.1 per the MCP authorization spec (src/mcp/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
+          auth: upstreamOAuthSchema.optional(),
           disabled: z.boolean().optional(),
         })
         .strict(),
     ],
     {
       error:
-        'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?} (streamable HTTP; type: "sse" for the legacy SSE transport); type / transport: stdio, http or sse',
+        'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?, auth?} (streamable HTTP; type: "sse" for the legacy SSE transport); type / transport: stdio, http or sse',
     },
   ),
 );
@@ -115,6 +118,8 @@ export const mcpSettingsSchema = z
     maxStreams: z.number().int().min(1).default(1_000),
     /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
     transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
+    /** OAuth to upstream servers with `auth: oauth` (src/mcp/oauth/): token encryption, callback URL, refresh lock. */
+    oauth: oauthSettingsSchema,
   })
   .prefault({})
   .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ');

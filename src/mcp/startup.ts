@@ -45,7 +45,8 @@ export class StartupGate {
     for (const status of this.upstreams.status()) {
       if (!visible(status.name)) continue;
       if (status.state === 'connecting') notes.connecting.push(status.name);
-      else if (status.state === 'down') notes.down.push(status.name);
+      // A server waiting for OAuth authorization is missing from answers just as a down one is.
+      else if (status.state === 'down' || status.state === 'needs_authorization') notes.down.push(status.name);
     }
     return notes.connecting.length + notes.down.length > 0 ? notes : undefined;
   }

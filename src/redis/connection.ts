@@ -132,6 +132,22 @@ export class RedisKeys {
   get mcpServersChannel(): string {
     return `${this.prefix}:mcp:servers:events`;
   }
+  /** An upstream MCP server's OAuth record (client registration, tokens), sealed with TOOLROUTER_SECRET_KEY. */
+  oauthServer(server: string): string {
+    return `${this.prefix}:oauth:server:${server}`;
+  }
+  /** An authorization in progress (PKCE verifier), by its `state`; expires with the browser step's deadline. */
+  oauthPending(state: string): string {
+    return `${this.prefix}:oauth:pending:${state}`;
+  }
+  /** Held by the instance refreshing a server's tokens (see src/mcp/oauth/store.ts). */
+  oauthLock(server: string): string {
+    return `${this.prefix}:oauth:lock:${server}`;
+  }
+  /** Announces that a server's OAuth record changed (authorized, refreshed, revoked). */
+  get oauthChannel(): string {
+    return `${this.prefix}:oauth:events`;
+  }
 }
 
 /** Redis could not be reached: the request failed, and nothing was changed. */

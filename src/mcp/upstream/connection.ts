@@ -15,7 +15,8 @@ import { IMPLEMENTATION } from '../version.js';
 import { callFailure, callTool, forward } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { Reconnection } from './reconnection.js';
-import { createTransport, terminateSession, type TransportOptions } from './transport.js';
+import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
+import { createTransport, terminateSession } from './transport.js';
 import {
   transportKind,
   UpstreamError,
@@ -41,8 +42,8 @@ export interface ConnectionOptions {
   /** This server's transforms by qualified upstream name. */
   transforms: Map<string, ToolTransform>;
   log: Logger;
-  /** Extra transport options (an OAuth `authProvider` for HTTP servers). */
-  transport?: Pick<TransportOptions, 'authProvider'>;
+  /** OAuth for an HTTP server with `auth: oauth` (src/mcp/oauth/). */
+  auth?: UpstreamAuth | undefined;
 }
 
 export class UpstreamConnection {
@@ -74,6 +75,8 @@ export class UpstreamConnection {
   private settle!: () => void;
   readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
   private readonly log: Logger;
+  /** While needs_authorization: why, as the OAuth side said when the connection was lost. */
+  private authNeeded: AuthorizationNeeded | undefined;
 
   constructor(
     readonly name: string,
@@ -102,6 +105,10 @@ export class UpstreamConnection {
   }
 
   unavailable(): UpstreamError {
+    const needs = this.state === 'needs_authorization' ? this.authNeeded : undefined;
+    if (needs) {
+      return new UpstreamError('unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60);
+    }
     const state =
       this.state !== 'connecting' ? 'is not connected' : this.retries.failures > 0 || this.listing.rememberedSize > 0 ? 'is reconnecting' : 'is still connecting';
     return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds());
@@ -120,6 +127,8 @@ export class UpstreamConnection {
       ...(notConnected && this.retries.retryAt !== undefined ? { retryAt: new Date(this.retries.retryAt).toISOString() } : {}),
       connectedAt: this.connectedAt?.toISOString() ?? null,
       failures: this.retries.failures,
+      ...(this.options.auth ? { auth: 'oauth' as const } : {}),
+      ...(this.state === 'needs_authorization' && this.authNeeded ? { authorization: this.authNeeded } : {}),
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
       clashes: [...this.listing.clashes],
       skipped: [...this.listing.skipped],
@@ -187,6 +196,14 @@ export class UpstreamConnection {
     if (this.state === 'connected' && this.listing.republish()) this.onStatus(this.status());
   }
 
+  /** Connects now unless connected or connecting (a new OAuth grant): no dropped connection, no wait for the backoff. */
+  reconnectNow(): void {
+    if (this.closed || this.state === 'connected' || this.state === 'connecting') return;
+    this.retries.stop();
+    this.state = 'connecting';
+    void this.connect();
+  }
+
   /** Drops the current connection (if any) and connects again now, without waiting for the backoff (admin reconnect). */
   reconnect(): void {
     if (this.closed) return;
@@ -230,7 +247,8 @@ export class UpstreamConnection {
   private async connect(): Promise<void> {
     if (this.closed) return;
     const generation = ++this.generation;
-    this.state = 'connecting';
+    // A server waiting for authorization keeps saying so during its background retries.
+    if (this.state !== 'needs_authorization') this.state = 'connecting';
     this.onStatus(this.status());
     // 'auto': probe with server/discover and use 2026-07-28 when the server offers it; an older server gets the plain
     // 2025 initialize (and so negotiates 2025-11-25, 2025-06-18, ... as before).
@@ -242,7 +260,7 @@ export class UpstreamConnection {
     // While connecting, the failed connect() below reports the cause; the SDK closes the client first, and this
     // handler would otherwise record only "connection closed".
     client.onclose = () => {
-      if (this.state !== 'connecting') this.lost(generation, this.lastTransportError ? this.describe(this.lastTransportError) : 'connection closed');
+      if (this.state !== 'connecting' && this.state !== 'needs_authorization') this.lost(generation, this.lastTransportError ? this.describe(this.lastTransportError) : 'connection closed');
     };
     client.onerror = (error) => {
       if (generation === this.generation) this.lastTransportError = error;
@@ -262,7 +280,7 @@ export class UpstreamConnection {
     this.client = client;
     try {
       const transport = createTransport(this.config, {
-        ...this.options.transport,
+        ...(this.options.auth ? { authProvider: this.options.auth.provider } : {}),
         onStderr: (line) => {
           this.log.debug({ stderr: line }, 'upstream stderr');
           if (generation !== this.generation) return;
@@ -283,6 +301,7 @@ export class UpstreamConnection {
       if (generation !== this.generation) return this.discard(client);
       this.features = features;
       this.state = 'connected';
+      this.authNeeded = undefined;
       this.retries.succeeded();
       this.lastError = undefined;
       this.connectedAt = new Date();
@@ -442,7 +461,11 @@ export class UpstreamConnection {
     const client = this.client;
     this.client = undefined;
     const wasConnected = this.state === 'connected';
-    this.state = 'down';
+    // An OAuth server whose 401 could not be cured waits for the admin; the retries below still pick up a grant that
+    // another instance obtained, and a refresh that failed for a passing reason.
+    const needs = this.options.auth?.needed();
+    this.authNeeded = needs;
+    this.state = needs ? 'needs_authorization' : 'down';
     const stderr = [...new Set(this.stderrTail)].slice(-STDERR_IN_ERROR);
     this.lastError = stderr.length > 0 ? `${reason} (stderr: ${stderr.join(' | ')})` : reason;
     this.connectedAt = null;
@@ -454,7 +477,10 @@ export class UpstreamConnection {
     void client?.close().catch(() => {});
     const delay = this.retries.failed(() => void this.connect());
     // warn both when a live connection drops and when a connection attempt fails: either way tools are missing.
-    this.log.warn({ reason: this.lastError, wasConnected, retryInMs: Math.round(delay), failures: this.retries.failures }, 'upstream down');
+    this.log.warn(
+      { reason: this.lastError, wasConnected, retryInMs: Math.round(delay), failures: this.retries.failures },
+      needs ? `upstream needs authorization (${needs.reason})` : 'upstream down',
+    );
     this.onStatus(this.status());
   }
 }

@@ -96,6 +96,14 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     return true;
   }
 
+  /**
+   * Connects a server now unless it is connected or connecting: after an OAuth grant was obtained or renewed (by any
+   * instance), a server waiting for one need not wait for its next retry, and a connected one is left as it is.
+   */
+  reconnectNow(name: string): void {
+    this.connections.get(name)?.reconnectNow();
+  }
+
   /** Whether a catalog source is one of the upstream servers (so its tools can be called). */
   ownsSource(source: string): boolean {
     return this.connections.has(source);
@@ -186,13 +194,13 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         connectTimeoutMs: this.options.connectTimeoutMs,
         pingIntervalMs: this.options.pingIntervalMs,
         transforms: this.transformsOf(name),
-        transport: this.options.transportFor?.(name, config),
+        auth: 'url' in config ? this.options.auth?.(name) : undefined,
         log: this.options.log,
       },
       (status) => {
         this.emit('status', status);
         // Clashing tools of other servers may take over the names this one just gave up.
-        if (status.state === 'down') for (const other of this.connections.values()) if (other !== connection) other.republish();
+        if (status.state === 'down' || status.state === 'needs_authorization') for (const other of this.connections.values()) if (other !== connection) other.republish();
       },
       (change) => this.emit('features', name, change),
     );

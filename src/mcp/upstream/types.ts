@@ -1,7 +1,8 @@
 /** The shapes shared by the upstream connection's parts: server configs, status, call options, errors. */
 import type { Logger } from 'pino';
 import type { ToolTransform } from '../transform.js';
-import type { TransportOptions } from './transport.js';
+import type { UpstreamOAuthSettings } from '../oauth/settings.js';
+import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
 
 /** A spawned process speaking MCP on stdin/stdout. */
 export interface StdioServerConfig {
@@ -17,6 +18,8 @@ export interface RemoteServerConfig {
   type?: 'http' | 'sse';
   url: string;
   headers?: Record<string, string>;
+  /** OAuth 2.1 (src/mcp/oauth/); the connection gets it through UpstreamManagerOptions.auth. */
+  auth?: UpstreamOAuthSettings;
 }
 
 /** An upstream MCP server: a command spawned with stdio, or an HTTP endpoint. */
@@ -45,12 +48,13 @@ export interface UpstreamManagerOptions {
   pingIntervalMs: number;
   /** Tool transformations by qualified upstream tool name (mcp.transforms); none when absent. */
   transforms?: Record<string, ToolTransform>;
-  /** Per-server transport extras, asked for at each (re)start of a server: an OAuth `authProvider` for HTTP servers. */
-  transportFor?: (server: string, config: UpstreamServerConfig) => Pick<TransportOptions, 'authProvider'> | undefined;
+  /** OAuth for HTTP servers with `auth: oauth` (src/mcp/oauth/), asked for when a server's connection is created. */
+  auth?: (server: string) => UpstreamAuth | undefined;
   log: Logger;
 }
 
-export type UpstreamState = 'connecting' | 'connected' | 'down' | 'closed';
+/** needs_authorization: an OAuth server without a usable grant; an admin authorizes it (POST .../authorize). */
+export type UpstreamState = 'connecting' | 'connected' | 'down' | 'needs_authorization' | 'closed';
 
 export interface UpstreamStatus {
   name: string;
@@ -72,6 +76,10 @@ export interface UpstreamStatus {
   connectedAt: string | null;
   /** Consecutive failed connection attempts. */
   failures: number;
+  /** 'oauth' for a server with `auth: oauth` (the console offers Connect: POST /v1/mcp/servers/:name/authorize). */
+  auth?: 'oauth';
+  /** While needs_authorization: why (never_connected, refresh_failed, revoked) and what to do. */
+  authorization?: AuthorizationNeeded;
   lastError?: string;
   /** Qualified names another source already owns; these tools of this server are left out. */
   clashes: string[];

@@ -1,0 +1,147 @@
+import type { Logger } from 'pino';
+import type { RedisBus } from '../../redis/bus.js';
+import { Sealer } from './crypto.js';
+import { OAuthRequestError, ServerOAuth } from './server-oauth.js';
+import type { OAuthSettings, UpstreamOAuthSettings } from './settings.js';
+import { MemoryOAuthStore, RedisOAuthStore, type OAuthStore } from './store.js';
+import type { UpstreamAuth } from './types.js';
+
+export interface OAuthManagerOptions {
+  /** Upstream servers by name; those with `auth` (HTTP only) are OAuth servers. */
+  servers: Record<string, { url: string; auth?: UpstreamOAuthSettings } | { command: string }>;
+  settings: OAuthSettings;
+  /** With Redis, grants are shared by every instance (sealed); without, they are this process's (and stateDir's). */
+  bus?: RedisBus;
+  stateDir?: string;
+  log: Logger;
+}
+
+/** What the callback hands back to its route: which server was authorized. */
+export interface CallbackResult {
+  server: string;
+}
+
+/**
+ * The OAuth upstreams of this process: one ServerOAuth each, over one store. Without TOOLROUTER_SECRET_KEY where tokens
+ * would be written somewhere (Redis, a state file), the OAuth servers are not started, each reporting why; servers
+ * without `auth` are unaffected.
+ */
+export class OAuthManager {
+  private readonly servers = new Map<string, ServerOAuth>();
+  private readonly store: OAuthStore;
+  /** Why OAuth servers are not started, when they are not. */
+  private readonly refusal: string | undefined;
+
+  constructor(private readonly options: OAuthManagerOptions) {
+    const { settings, bus, stateDir, log } = options;
+    const oauthServers = Object.entries(options.servers).flatMap(([name, config]) =>
+      'url' in config && config.auth !== undefined ? [[name, { url: config.url, auth: config.auth }] as const] : [],
+    );
+    const sealer = settings.secretKey ? new Sealer(settings.secretKey) : undefined;
+    const persistent = bus ? 'Redis' : stateDir ? `the state file in ${stateDir}` : undefined;
+    if (persistent && !sealer) {
+      this.refusal = `not started: OAuth tokens are kept in ${persistent}, encrypted with TOOLROUTER_SECRET_KEY, which is not set (set it to a random string of 16+ characters, the same on every instance)`;
+      if (oauthServers.length > 0) log.error({ servers: oauthServers.map(([name]) => name) }, `OAuth upstream servers ${this.refusal}`);
+    }
+    this.store = bus && sealer ? new RedisOAuthStore(bus, sealer, log) : new MemoryOAuthStore({ ...(stateDir && sealer ? { stateDir } : {}), sealer, log });
+    for (const [server, config] of oauthServers) this.add(server, config);
+  }
+
+  /**
+   * Adds (or replaces) an OAuth server: for servers added at run time, before their upstream connection is created
+   * (the connection asks `auth(name)` once). A grant stored for the same URL is used again.
+   */
+  add(server: string, config: { url: string; auth: UpstreamOAuthSettings }): void {
+    const { settings, log } = this.options;
+    this.servers.set(
+      server,
+      new ServerOAuth({
+        server,
+        url: config.url,
+        settings: config.auth,
+        store: this.store,
+        lockTtlMs: settings.lockTtlMs,
+        pendingTtlMs: settings.pendingTtlMs,
+        ...(settings.callbackUrl ? { callbackUrl: settings.callbackUrl } : {}),
+        ...(settings.clientMetadataUrl ? { clientMetadataUrl: settings.clientMetadataUrl } : {}),
+        ...(this.refusal ? { refusal: this.refusal } : {}),
+        log: log.child({ component: 'oauth' }),
+      }),
+    );
+  }
+
+  /** A server removed at run time. Its stored grant stays (a server put back under the same name and URL reuses it). */
+  remove(server: string): void {
+    this.servers.delete(server);
+  }
+
+  get storeKind(): OAuthStore['kind'] {
+    return this.store.kind;
+  }
+
+  /** For the upstream manager (`auth` option): the OAuth side of an HTTP server, if it has `auth: oauth`. */
+  auth(server: string): UpstreamAuth | undefined {
+    return this.servers.get(server);
+  }
+
+  has(server: string): boolean {
+    return this.servers.has(server);
+  }
+
+  /**
+   * Follows changes to grants made by any instance (an authorize completed elsewhere, a refresh): `onAuthorized` is
+   * called for the server whose record changed (undefined: every one, after a Redis reconnect).
+   */
+  async start(onChanged: (server: string | undefined) => void): Promise<void> {
+    await this.store.listen(
+      (server) => {
+        for (const oauth of this.servers.values()) if (server === undefined || oauth.name === server) oauth.changed();
+        onChanged(server);
+      },
+      async () => {
+        for (const oauth of this.servers.values()) await oauth.restore();
+      },
+    );
+  }
+
+  /**
+   * This service's client ID metadata document (draft-ietf-oauth-client-id-metadata-document), when
+   * `mcp.oauth.clientMetadataUrl` is set: a public client using PKCE, redirected to `callbackUrl`.
+   */
+  clientMetadataDocument(): Record<string, unknown> | undefined {
+    const { clientMetadataUrl, callbackUrl } = this.options.settings;
+    if (!clientMetadataUrl || !callbackUrl) return undefined;
+    return {
+      client_id: clientMetadataUrl,
+      client_name: 'toolrouter',
+      redirect_uris: [callbackUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
+  }
+
+  /** Admin: the authorization URL for the browser. `callbackUrl`: this service as the admin reached it + /oauth/callback. */
+  async authorize(server: string, callbackUrl: string): Promise<string> {
+    const oauth = this.servers.get(server);
+    if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with auth: oauth is configured`);
+    return oauth.authorize(callbackUrl);
+  }
+
+  /** The browser's return: `state` names the pending authorize; `code` (or `error`) is the authorization server's answer. */
+  async callback(query: { state?: string; code?: string; error?: string; error_description?: string; iss?: string }): Promise<CallbackResult> {
+    if (!query.state) throw new OAuthRequestError(400, 'the callback has no state parameter');
+    const pending = await this.store.takePending(query.state);
+    if (!pending) throw new OAuthRequestError(400, 'unknown or expired authorization (state): start again with POST /v1/mcp/servers/:name/authorize');
+    const oauth = this.servers.get(pending.server);
+    if (!oauth) throw new OAuthRequestError(404, `upstream MCP server "${pending.server}" is no longer configured with auth: oauth`);
+    if (query.error) {
+      const detail = query.error_description ? `${query.error}: ${query.error_description.slice(0, 300)}` : query.error;
+      throw new OAuthRequestError(400, `the authorization server refused the authorization of "${pending.server}" (${detail})`);
+    }
+    if (!query.code) throw new OAuthRequestError(400, 'the callback has neither code nor error');
+    await oauth.complete(pending, query.code, query.iss);
+    this.options.log.info({ upstream: pending.server }, 'upstream OAuth server authorized');
+    return { server: pending.server };
+  }
+}
