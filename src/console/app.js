@@ -175,7 +175,10 @@ function renderServers(servers) {
   }
   upstreamBody.replaceChildren(
     ...servers.servers.map((server) => {
-      const actions = el('td', { class: 'actions' }, serverButton('reconnect', server.name, () => api('POST', `/v1/mcp/servers/${encodeURIComponent(server.name)}/reconnect`)));
+      const actions = el('td', { class: 'actions' });
+      // OAuth servers are connected once by the admin: the authorization server's page opens in a new window.
+      if (server.auth === 'oauth') actions.append(connectButton(server));
+      actions.append(serverButton('reconnect', server.name, () => api('POST', `/v1/mcp/servers/${encodeURIComponent(server.name)}/reconnect`)));
       // Only servers added here can be removed here; the others come from files.
       if (server.origin === 'runtime') actions.append(serverButton('remove', server.name, () => api('DELETE', `/v1/mcp/servers/${encodeURIComponent(server.name)}`)));
       return el(
@@ -185,13 +188,43 @@ function renderServers(servers) {
         el('td', { text: server.transport }),
         el('td', {}, el('span', { class: `badge state-${server.state}`, text: server.state })),
         el('td', { class: 'num', text: String(server.tools) }),
-        el('td', { class: 'error-text', text: server.lastError ?? '' }),
+        el('td', { class: 'error-text', text: server.authorization ? `needs authorization (${server.authorization.reason}): ${server.authorization.message}` : (server.lastError ?? '') }),
         el('td', { text: server.revision ?? '' }),
         el('td', { text: server.origin ?? '' }),
         actions,
       );
     }),
   );
+}
+
+/**
+ * Connect: POST .../authorize answers the authorization URL; the window is opened inside the click (so popup blockers
+ * allow it) and sent there once the URL is known. The browser comes back to /oauth/callback; the list is refreshed
+ * until the server is connected (or a minute passes).
+ */
+function connectButton(server) {
+  const button = el('button', { type: 'button', class: 'small', text: 'connect', 'data-action': 'connect' });
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    showError('servers');
+    const popup = window.open('', '_blank');
+    try {
+      const { authorization_url: url } = await api('POST', `/v1/mcp/servers/${encodeURIComponent(server.name)}/authorize`);
+      if (popup) popup.location.href = url;
+      else window.location.href = url;
+      $('[data-testid="servers-status"]').textContent = `connect: ${server.name}: finish in the window that opened`;
+      for (let i = 0; i < 40; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        const now = await api('GET', '/v1/mcp/servers').catch(() => undefined);
+        if (now?.servers?.find((entry) => entry.name === server.name)?.state === 'connected') break;
+      }
+    } catch (error) {
+      popup?.close();
+      showError('servers', error);
+    }
+    await loadServers();
+  });
+  return button;
 }
 
 function serverButton(label, name, action) {

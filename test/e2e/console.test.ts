@@ -11,6 +11,7 @@ import { tune } from '../../src/eval/tune.js';
 import { CHROMIUM, launchChromium } from '../helpers/browser.js';
 import { stdioFixtureServer } from '../helpers/mcp.js';
 import { startHttpFixture } from '../fixtures/mcp/http-server.js';
+import { startOAuthFixture } from '../fixtures/mcp/oauth-server.js';
 import { eventually } from '../helpers/processes.js';
 import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';
 
@@ -271,6 +272,39 @@ describe('web console (headless Chromium)', () => {
       await other.close();
       await gateway.close();
       await tracker.close();
+    }
+  });
+
+  it('Servers: Connect authorizes an OAuth server in a new window, which lands on /oauth/callback; the server then lists its tools', async () => {
+    const protectedServer = await startOAuthFixture();
+    const gateway = await startRouter({ mcp: { servers: { linear: { url: protectedServer.url, auth: 'oauth' } }, reconnect: { initialMs: 50, maxMs: 400 }, startupWaitMs: 0 } });
+    const other = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const errors: string[] = [];
+    other.on('pageerror', (error) => errors.push(error.message));
+    try {
+      await eventually(async () => gateway.router.mcp.upstreams.statusOf('linear')?.state, (state) => state === 'needs_authorization', 15_000);
+      await other.goto(`${gateway.url}/console/`);
+      const row = other.locator('tr[data-server="linear"]');
+      await until(async () => (await row.locator('td').allTextContents())[2], (state) => state === 'needs_authorization', 'the server waits for authorization');
+      assert.match((await row.locator('td').allTextContents())[4] ?? '', /^needs authorization \(never_connected\)/);
+      assert.deepEqual(await row.locator('button').allTextContents(), ['connect', 'reconnect']);
+
+      const popup = other.context().waitForEvent('page');
+      await row.locator('button[data-action="connect"]').click();
+      const authorization = await popup;
+      // The fixture's authorization server approves at once and sends the window back to toolrouter's callback.
+      await authorization.waitForURL((url) => url.pathname === '/oauth/callback', { timeout: 15_000 });
+      assert.equal(new URL(authorization.url()).origin, gateway.url);
+      const status = await eventually(async () => gateway.router.mcp.upstreams.statusOf('linear'), (value) => value?.state === 'connected', 15_000);
+      assert.ok(status!.tools > 0, 'the protected server listed its tools');
+      await until(async () => (await row.locator('td').allTextContents())[2], (state) => state === 'connected', 'connected on the page');
+      assert.equal(protectedServer.counts().authorizations, 1);
+      await authorization.close();
+      assert.deepEqual(errors, []);
+    } finally {
+      await other.close();
+      await gateway.close();
+      await protectedServer.close();
     }
   });
 
