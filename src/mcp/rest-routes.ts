@@ -32,13 +32,14 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
     const access = accessOf(res);
     const servers = upstreams.status().filter((server) => access.canSeeServer(server.name));
     // The admin sees each server's settings too, secrets masked.
-    if (access.isAdmin) return res.json({ servers: servers.map((server) => ({ ...server, config: maskedConfig(upstreams, server.name) })) });
+    // `status` is `state` under the name SPEC.md gives outside tools; both stay.
+    if (access.isAdmin) return res.json({ servers: servers.map((server) => ({ ...server, status: server.state, config: maskedConfig(upstreams, server.name) })) });
     // A key gets the health of its servers, counted in its own tools. Errors (with the server's stderr), clashes and
     // skipped or mistransformed tools are operator details that may name tools or secrets the key must not see.
     const visible = new Map<string, number>();
     for (const entry of gateway.callableEntries(access)) visible.set(entry.source, (visible.get(entry.source) ?? 0) + 1);
     res.json({
-      servers: servers.map(({ name, transport, state, connectedAt, failures }) => ({ name, transport, state, tools: visible.get(name) ?? 0, connectedAt, failures })),
+      servers: servers.map(({ name, transport, state, connectedAt, failures }) => ({ name, transport, state, status: state, tools: visible.get(name) ?? 0, connectedAt, failures })),
     });
   });
 

@@ -188,6 +188,7 @@ describe('API keys and what each key sees', () => {
     const servers = await call(api.url, 'GET', '/v1/mcp/servers', { key: filesKey.key });
     assert.deepEqual(servers.body.servers.map((server: { name: string }) => server.name), ['files']);
     assert.equal(servers.body.servers[0].state, 'connected');
+    assert.equal(servers.body.servers[0].status, 'connected', 'status, as SPEC.md names it');
     assert.equal(servers.body.servers[0].lastError, undefined, 'operator details stay with the admin');
     const echoOnly = await call(api.url, 'GET', '/v1/mcp/servers', { key: echoKey.key });
     assert.deepEqual(echoOnly.body.servers.map((server: { name: string; tools: number }) => [server.name, server.tools]), [['files', 1], ['vault', 0]]);
