@@ -31,6 +31,20 @@ const url = `${api.url}/v1/chat/completions`;
 const full = totalTokens(functions);
 try {
   console.log(`${functions.length} LiveMCPBench tools, ${full} tokens of definitions (o200k_base, each definition as JSON)\n`);
+  // The tool list's index is built by the first request that carries the list, then cached by the list's hash.
+  const rewrite = `${api.url}/v1/tools/rewrite`;
+  const rewriteBody = (i: number) => ({ model: 'm', messages: [{ role: 'user', content: `${queries[i % queries.length]!.query}` }], tools: functions });
+  let started = performance.now();
+  await postJson(rewrite, rewriteBody(0));
+  const cold = performance.now() - started;
+  const warm: number[] = [];
+  for (let i = 1; i <= 30; i++) {
+    started = performance.now();
+    await postJson(rewrite, rewriteBody(i));
+    warm.push(performance.now() - started);
+  }
+  const body = JSON.stringify(rewriteBody(0));
+  console.log(`POST /v1/tools/rewrite (${(Buffer.byteLength(body) / 1024).toFixed(0)} KB body): first ${cold.toFixed(0)} ms (indexes the list), later p50 ${[...warm].sort((x, y) => x - y)[15]!.toFixed(1)} ms\n`);
   console.log('turn | tools forwarded | tokens before | tokens after | query');
   const messages: unknown[] = [];
   for (let turn = 0; turn < 3; turn++) {
