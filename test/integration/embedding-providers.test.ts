@@ -183,7 +183,7 @@ describe('openai provider with Redis and a real worker process', () => {
     settings = {
       redisUrl: REDIS_URL,
       queue: { prefix, attempts: 5, backoffMs: 200, lockDurationMs: 3_000, stalledIntervalMs: 1_000 },
-      embedding: { provider: 'openai', baseUrl: server.url, model: 'stand-in', apiKey: 'sk-worker', retries: 1, backoffMs: 10, timeoutMs: 5_000 },
+      embedding: { provider: 'openai', baseUrl: server.url, model: 'stand-in', apiKey: 'sk-worker', retries: 1, timeoutMs: 5_000 },
     };
     worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
     await worker.ready();
