@@ -51,16 +51,18 @@ export interface SearchableText {
   description: string;
   server: string;
   params: string;
+  /** What the tool's source (its MCP server, or a static source) says of itself: the same text on each of its tools. */
+  context: string;
 }
 
-export const SEARCHABLE_FIELDS = ['name', 'title', 'description', 'server', 'params'] as const;
+export const SEARCHABLE_FIELDS = ['name', 'title', 'description', 'server', 'params', 'context'] as const;
 export type SearchableField = (typeof SEARCHABLE_FIELDS)[number];
 
 /**
  * Builds the searchable text of a tool. The qualified name's server prefix is indexed as the server field, not
  * as part of the name, so "github" in a query does not outweigh what the tool does.
  */
-export function searchableText(tool: Tool, server?: string, separator = '__'): SearchableText {
+export function searchableText(tool: Tool, server?: string, separator = '__', context = ''): SearchableText {
   const bareName =
     server !== undefined && separator !== '' && tool.name.startsWith(server + separator)
       ? tool.name.slice(server.length + separator.length)
@@ -79,6 +81,7 @@ export function searchableText(tool: Tool, server?: string, separator = '__'): S
     description: normaliseSpace([tool.description ?? '', ...tagsOf(tool)].join(' ')),
     server: server === undefined ? '' : splitIdentifier(server).join(' '),
     params: paramParts.join(' ; '),
+    context: normaliseSpace(context),
   };
 }
 

@@ -2,7 +2,7 @@
 import cliProgress from 'cli-progress';
 import type { LabelledQuery, Tool } from '../catalog/types.js';
 import { FastMcpBm25, LiteLlmTokenOverlap } from '../eval/baselines.js';
-import { loadCatalogFile, loadQueries } from '../eval/datasets.js';
+import { loadCatalogSources, loadQueries, type EvalSource } from '../eval/datasets.js';
 import { createEngine } from '../eval/engine.js';
 import { replayFeedback, splitForFeedback } from '../eval/feedback.js';
 import { evaluate, formatTable, type EvalResult } from '../eval/metrics.js';
@@ -16,28 +16,32 @@ export interface FeedbackOptions {
   feedbackSplit?: boolean;
 }
 
-export interface EvalOptions extends FeedbackOptions {
+export interface CatalogOptions {
   catalog: string;
   queries: string;
-  mode?: string;
   limit?: number;
+  /** JSON server → description for a catalog of `server__tool` names (LiveMCPBench carries its own). */
+  descriptions?: string;
+  /** false (`--no-context`): leave sources undescribed, to measure what server context adds. */
+  context?: boolean;
 }
 
-export interface TuneOptions extends FeedbackOptions {
-  catalog: string;
-  queries: string;
+export interface EvalOptions extends FeedbackOptions, CatalogOptions {
+  mode?: string;
+}
+
+export interface TuneOptions extends FeedbackOptions, CatalogOptions {
   steps: number;
-  limit?: number;
 }
 
 export async function runEval(options: EvalOptions): Promise<void> {
   const only = parseMode(options.mode);
-  const data = loadEvalData(options.catalog, options.queries, options.limit);
+  const data = loadEvalData(options);
   const { tools } = data;
   const { queries, feedback } = feedbackQueries(data.queries, options);
   const modes: SearchMode[] = only && only !== 'baselines' ? [only] : ['bm25', 'vector', 'hybrid'];
   const rows: { label: string; n: number; 'R@1': string; 'R@5': string; MRR: string }[] = [];
-  const engine = only === 'baselines' ? undefined : await createEngine(tools, { config: evalConfig() });
+  const engine = only === 'baselines' ? undefined : await createEngine(data.sources, { config: evalConfig() });
   for (const mode of engine ? modes : []) {
     const result = await withProgress(`${mode}`, queries.length, (onProgress) =>
       evaluate(
@@ -73,10 +77,10 @@ export async function runEval(options: EvalOptions): Promise<void> {
 }
 
 export async function runTune(options: TuneOptions): Promise<void> {
-  const data = loadEvalData(options.catalog, options.queries, options.limit);
+  const data = loadEvalData(options);
   const { tools } = data;
   const { queries, feedback } = feedbackQueries(data.queries, options);
-  const engine = await createEngine(tools, { config: evalConfig() });
+  const engine = await createEngine(data.sources, { config: evalConfig() });
   if (feedback) await replayFeedback(engine.feedback!, feedback, (name) => engine.catalog.get(name) !== undefined);
   const { rows, best } = await withProgress('retrieving', queries.length, (onProgress) =>
     tuneWeights(engine, queries, { steps: options.steps, onProgress, feedback: feedback !== undefined }),
@@ -114,8 +118,11 @@ function feedbackQueries(queries: LabelledQuery[], options: FeedbackOptions): { 
   return options.feedback === undefined ? { queries } : { queries, feedback: loadQueries(options.feedback) };
 }
 
-function loadEvalData(catalogFile: string, queriesFile: string, limit?: number): { tools: Tool[]; queries: LabelledQuery[] } {
-  const tools = loadCatalogFile(catalogFile);
+function loadEvalData(options: CatalogOptions): { tools: Tool[]; sources: EvalSource[]; queries: LabelledQuery[] } {
+  const { queries: queriesFile, limit } = options;
+  const described = loadCatalogSources(options.catalog, options.descriptions === undefined ? {} : { descriptions: options.descriptions });
+  const sources = options.context === false ? described.map(({ source, tools }) => ({ source, tools })) : described;
+  const tools = sources.flatMap((source) => source.tools);
   const names = new Set(tools.map((tool) => tool.name));
   const all = loadQueries(queriesFile);
   const answerable = all.filter((query) => query.expected.some((name) => names.has(name)));
@@ -123,7 +130,7 @@ function loadEvalData(catalogFile: string, queriesFile: string, limit?: number):
   const dropped = all.length - answerable.length;
   if (dropped > 0) console.error(`note: ${dropped} queries name no tool in the catalog and were skipped`);
   if (queries.length === 0) throw new Error('no labelled query names a tool of this catalog');
-  return { tools, queries };
+  return { tools, sources, queries };
 }
 
 async function withProgress<T>(label: string, total: number, work: (onProgress: (done: number) => void) => Promise<T>): Promise<T> {
@@ -146,4 +153,93 @@ function row(label: string, result: EvalResult) {
 
 function pct(value: number): string {
   return `${(value * 100).toFixed(1)}%`;
+}
+
+export interface CalibrateOptions {
+  /** The shared datasets directory (MetaTool, LiveMCPBench). */
+  datasets: string;
+  /** The project's fixtures directory (catalog.json, queries.jsonl, livemcpbench-*.jsonl). */
+  fixtures: string;
+  /** Report with the shipped models instead of fitting new ones. */
+  shipped?: boolean;
+  /** Only these sets (comma-separated: fixture, livemcpbench, metatool). */
+  sets?: string;
+}
+
+/**
+ * `toolrouter calibrate`: fits the calibrated score on the first abstention split of every set, reports AUC and the
+ * share of unanswerable queries turned away on the second, and picks min_score (BENCHMARKS.md, "Calibrated scores").
+ */
+export async function runCalibrate(options: CalibrateOptions): Promise<void> {
+  const { join } = await import('node:path');
+  const { existsSync } = await import('node:fs');
+  const calibrate = await import('../eval/calibrate.js');
+  const { DEFAULT_CALIBRATION } = await import('../search/calibration.js');
+  const all = [
+    {
+      name: 'fixture',
+      catalog: join(options.fixtures, 'catalog.json'),
+      queries: [join(options.fixtures, 'queries.jsonl')],
+      descriptions: join(options.fixtures, 'sources.json'),
+    },
+    {
+      name: 'livemcpbench',
+      catalog: join(options.datasets, 'livemcpbench', 'tools.json'),
+      queries: [join(options.fixtures, 'livemcpbench-queries.jsonl'), join(options.fixtures, 'livemcpbench-agent-queries.jsonl')],
+    },
+    { name: 'metatool', catalog: join(options.datasets, 'metatool'), queries: [join(options.datasets, 'metatool', 'queries.csv')] },
+  ];
+  const only = options.sets?.split(',').map((name) => name.trim());
+  const sets = all.filter((set) => !only || only.includes(set.name));
+  const config = evalConfig();
+  type Hits = Awaited<ReturnType<typeof calibrate.collectHits>>;
+  const fit = new Map<string, Hits>();
+  const report: { set: string; mode: string; hits: Hits }[] = [];
+  for (const set of sets) {
+    const descriptions = 'descriptions' in set && set.descriptions && existsSync(set.descriptions) ? { descriptions: set.descriptions } : {};
+    const units = calibrate.serverUnits(loadCatalogSources(set.catalog, descriptions), config.catalog.separator);
+    const queries = set.queries.flatMap((file) => loadQueries(file));
+    for (const half of [0, 1] as const) {
+      const split = calibrate.abstentionSplit(units, queries, half);
+      const engine = await createEngine(split.kept, { config });
+      for (const mode of calibrate.CALIBRATION_MODES) {
+        const hits = await withProgress(`${set.name} ${mode}`, split.answerable.length + split.unanswerable.length, () =>
+          calibrate.collectHits(engine, split, mode),
+        );
+        // Each set weighs the same in the fit, however many queries it has (MetaTool has a hundred times the others).
+        for (const query of hits) query.weight = 100 / hits.length;
+        if (half === 0) fit.set(mode, [...(fit.get(mode) ?? []), ...hits]);
+        else report.push({ set: set.name, mode, hits });
+      }
+      console.error(`${set.name} half ${half}: ${split.kept.length} of ${units.length} servers kept, ${split.answerable.length} answerable, ${split.unanswerable.length} unanswerable`);
+    }
+  }
+  const models = Object.fromEntries(
+    calibrate.CALIBRATION_MODES.map((mode) => [mode, options.shipped ? DEFAULT_CALIBRATION[mode] : calibrate.fitModel(fit.get(mode) ?? [], mode)]),
+  ) as typeof DEFAULT_CALIBRATION;
+  // min_score: the threshold keeping 95% of answerable queries on the fit split, hybrid (the default mode), all sets pooled.
+  const fitHybrid = fit.get('hybrid') ?? [];
+  const minScore = calibrate.thresholdKeeping(calibrate.topScores(fitHybrid, models.hybrid), fitHybrid.map((q) => q.answerable));
+  const rows = report.map(({ set, mode, hits }) => {
+    const positive = hits.map((query) => query.answerable);
+    const raw = hits.map((query) => query.rawTop);
+    const calibrated = calibrate.topScores(hits, models[mode as keyof typeof models]);
+    const keep95 = calibrate.thresholdKeeping(calibrated, positive);
+    const rawKeep95 = calibrate.thresholdKeeping(raw, positive);
+    const atDefault = calibrate.atThreshold(calibrated, positive, minScore);
+    return {
+      label: `${set} ${mode}`,
+      answerable: positive.filter(Boolean).length,
+      unanswerable: positive.filter((p) => !p).length,
+      'AUC raw': calibrate.auc(raw, positive).toFixed(3),
+      'away@95 raw': pct(calibrate.atThreshold(raw, positive, rawKeep95).turnedAway),
+      'AUC calibrated': calibrate.auc(calibrated, positive).toFixed(3),
+      'away@95': pct(calibrate.atThreshold(calibrated, positive, keep95).turnedAway),
+      'kept@min': pct(atDefault.kept),
+      'away@min': pct(atDefault.turnedAway),
+    };
+  });
+  console.log(`models (${options.shipped ? 'shipped' : 'fitted on the first split'}):\n${JSON.stringify(models)}`);
+  console.log(`min_score (keeps 95% of answerable hybrid queries on the first split): ${minScore.toFixed(3)}`);
+  console.log(formatTable(rows));
 }

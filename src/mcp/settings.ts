@@ -11,9 +11,11 @@ const mcpServerSchema = z.union([
       /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
       env: z.record(z.string(), z.string()).default({}),
       cwd: z.string().optional(),
+      /** What the server is for (indexed with its tools, named in search_tools); default: what the server says of itself. */
+      description: z.string().max(2_000).optional(),
     })
     .strict(),
-  z.object({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}) }).strict(),
+  z.object({ url: z.string().url(), headers: z.record(z.string(), z.string()).default({}), description: z.string().max(2_000).optional() }).strict(),
 ], { error: 'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?} (streamable HTTP)' });
 
 /** MCP gateway: upstream servers and the face served at /mcp and by `toolrouter stdio`. */

@@ -14,8 +14,8 @@ import { IMPLEMENTATION } from './version.js';
 
 /** An upstream MCP server: a command spawned with stdio, or a streamable HTTP endpoint. */
 export type UpstreamServerConfig =
-  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }
-  | { url: string; headers?: Record<string, string> };
+  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string; description?: string }
+  | { url: string; headers?: Record<string, string>; description?: string };
 
 export interface UpstreamManagerOptions {
   servers: Record<string, UpstreamServerConfig>;
@@ -611,6 +611,17 @@ export class UpstreamConnection {
   }
 
   /** Puts the listed tools into the catalog under qualified names, leaving out invalid and clashing ones. */
+  /**
+   * What the server is for, indexed with its tools and named in search_tools: the config entry's `description` if
+   * given, else what the server said when it connected (serverInfo title and description, then its `instructions`).
+   */
+  private about(): string | undefined {
+    if (this.config.description !== undefined) return this.config.description;
+    const info = this.client?.getServerVersion() as { title?: unknown; description?: unknown } | undefined;
+    const said = [info?.title, info?.description, this.client?.getInstructions()].filter((part): part is string => typeof part === 'string' && part.trim() !== '');
+    return said.length > 0 ? said.join('. ') : undefined;
+  }
+
   private publish(tools: McpTool[]): void {
     this.listed = tools;
     const accepted: Tool[] = [];
@@ -671,7 +682,7 @@ export class UpstreamConnection {
       this.log.warn({ clashes }, 'upstream tools clash with names another source owns; the first owner keeps them');
     }
     if (skipped.join() !== this.skipped.join() && skipped.length > 0) this.log.warn({ skipped }, 'upstream tools are not valid MCP tools; left out');
-    this.catalog.setSource(this.name, accepted, this.name);
+    this.catalog.setSource(this.name, accepted, this.name, this.about());
     this.toUpstream.clear();
     for (const [qualified, original] of mapping) this.toUpstream.set(qualified, original);
     this.transformOf.clear();

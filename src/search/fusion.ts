@@ -114,7 +114,7 @@ export function adaptiveWeights(semantic: readonly ScoredName[], weights: Fusion
   return { ...weights, vector: weights.vector * trust };
 }
 
-function distributionScale(hits: readonly ScoredName[]): (score: number) => number {
+export function distributionScale(hits: readonly ScoredName[]): (score: number) => number {
   if (hits.length === 0) return () => 0;
   let sum = 0;
   for (const { score } of hits) sum += score;
@@ -125,5 +125,5 @@ function distributionScale(hits: readonly ScoredName[]): (score: number) => numb
   // A single candidate, or all tied: they are all as good as this signal can tell.
   if (!(deviation > 0)) return () => 1;
   const low = mean - 3 * deviation;
-  return (score) => Math.min(1, Math.max(0, (score - low) / (6 * deviation)));
+  return (score) => Math.max(0, (score - low) / (6 * deviation));
 }

@@ -83,7 +83,7 @@ describe('LexicalIndex', () => {
   });
 
   it('applies other scoring settings as MiniSearch did', () => {
-    const settings: LexicalSettings = { fieldWeights: { name: 1, title: 4, description: 2, server: 0.5, params: 1 }, bm25: { k: 1.2, b: 0.5, d: 0.5 }, stem: false, stopWords: false };
+    const settings: LexicalSettings = { fieldWeights: { name: 1, title: 4, description: 2, server: 0.5, params: 1, context: 0.5 }, bm25: { k: 1.2, b: 0.5, d: 0.5 }, stem: false, stopWords: false };
     assertSameRanking(LexicalIndex.build(fixture, settings), miniSearch(fixture, settings).search, fixtureQueries, 10);
   });
 
