@@ -172,7 +172,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     const { rewrite, searchTool } = await prepare(req, res, request);
     const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
-    const forwarded = body && searchTool ? { ...body, tools: [...(body.tools as unknown[]), searchToolDefinition(request.api, searchTool)] } : (body ?? request.body);
+    const forwarded = body && searchTool ? { ...body, tools: [...(body.tools as unknown[]), searchToolDefinition(request.api, searchTool, request.tools)] } : (body ?? request.body);
     res.json({ request: forwarded, decision: searchTool ? { ...decision, searchTool } : decision });
   });
 

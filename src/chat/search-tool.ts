@@ -1,3 +1,4 @@
+import { describeCoverage, serversOfTools } from '../search/coverage.js';
 import { toolLabel } from './rewrite.js';
 import type { TurnReader } from './proxy.js';
 import type { Api, RequestTool } from './tool-request.js';
@@ -30,10 +31,13 @@ export function searchToolName(tools: readonly RequestTool[], configured: string
   for (let suffix = 2; ; suffix++) if (!taken.has(`${configured}_${suffix}`)) return `${configured}_${suffix}`;
 }
 
-export function searchToolDefinition(api: Api, name: string): Record<string, unknown> {
+/** @param tools the request's tools: the description names their servers (by `server__` prefix) and counts. */
+export function searchToolDefinition(api: Api, name: string, tools: readonly RequestTool[] = []): Record<string, unknown> {
+  const covers = describeCoverage(serversOfTools(tools.map((tool) => ({ name: toolLabel(tool) })), '__'));
+  const description = covers === '' ? DESCRIPTION : `${DESCRIPTION}\n${covers}`;
   return api === 'chat'
-    ? { type: 'function', function: { name, description: DESCRIPTION, parameters: PARAMETERS } }
-    : { type: 'function', name, description: DESCRIPTION, parameters: PARAMETERS, strict: false };
+    ? { type: 'function', function: { name, description, parameters: PARAMETERS } }
+    : { type: 'function', name, description, parameters: PARAMETERS, strict: false };
 }
 
 /** One call of the search tool by the model. */

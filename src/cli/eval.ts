@@ -195,6 +195,7 @@ export async function runCalibrate(options: CalibrateOptions): Promise<void> {
   type Hits = Awaited<ReturnType<typeof calibrate.collectHits>>;
   const fit = new Map<string, Hits>();
   const report: { set: string; mode: string; hits: Hits }[] = [];
+  const fitBySet: Hits[] = [];
   for (const set of sets) {
     const descriptions = 'descriptions' in set && set.descriptions && existsSync(set.descriptions) ? { descriptions: set.descriptions } : {};
     const units = calibrate.serverUnits(loadCatalogSources(set.catalog, descriptions), config.catalog.separator);
@@ -208,8 +209,11 @@ export async function runCalibrate(options: CalibrateOptions): Promise<void> {
         );
         // Each set weighs the same in the fit, however many queries it has (MetaTool has a hundred times the others).
         for (const query of hits) query.weight = 100 / hits.length;
-        if (half === 0) fit.set(mode, [...(fit.get(mode) ?? []), ...hits]);
-        else report.push({ set: set.name, mode, hits });
+        if (half === 1) report.push({ set: set.name, mode, hits });
+        else {
+          fit.set(mode, [...(fit.get(mode) ?? []), ...hits]);
+          if (mode === 'hybrid') fitBySet.push(hits);
+        }
       }
       console.error(`${set.name} half ${half}: ${split.kept.length} of ${units.length} servers kept, ${split.answerable.length} answerable, ${split.unanswerable.length} unanswerable`);
     }
@@ -217,9 +221,11 @@ export async function runCalibrate(options: CalibrateOptions): Promise<void> {
   const models = Object.fromEntries(
     calibrate.CALIBRATION_MODES.map((mode) => [mode, options.shipped ? DEFAULT_CALIBRATION[mode] : calibrate.fitModel(fit.get(mode) ?? [], mode)]),
   ) as typeof DEFAULT_CALIBRATION;
-  // min_score: the threshold keeping 95% of answerable queries on the fit split, hybrid (the default mode), all sets pooled.
-  const fitHybrid = fit.get('hybrid') ?? [];
-  const minScore = calibrate.thresholdKeeping(calibrate.topScores(fitHybrid, models.hybrid), fitHybrid.map((q) => q.answerable));
+  // min_score: on the fit split in hybrid (the default mode), the threshold keeping 95% of answerable queries, each
+  // set weighing the same (MetaTool alone would otherwise decide it).
+  const minScore = calibrate.weightedThresholdKeeping(
+    fitBySet.map((hits) => calibrate.topScores(hits.filter((q) => q.answerable), models.hybrid)),
+  );
   const rows = report.map(({ set, mode, hits }) => {
     const positive = hits.map((query) => query.answerable);
     const raw = hits.map((query) => query.rawTop);

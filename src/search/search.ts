@@ -73,7 +73,8 @@ export const DEFAULT_SEARCH_SETTINGS: SearchSettings = {
   candidates: 50,
   pinned: [],
   adaptive: DEFAULT_ADAPTIVE_FUSION,
-  minScore: 0,
+  // The threshold keeping 95% of answerable queries on the calibration split (BENCHMARKS.md, "Calibrated scores").
+  minScore: 0.028,
   embedTimeoutMs: 2_000,
   rerank: DEFAULT_RERANK_SETTINGS,
 };
@@ -151,6 +152,11 @@ interface Signals {
 
 export interface SearchResponse {
   results: SearchHit[];
+  /**
+   * Ranked modes: how many tools matched at or above min_score among the candidates (at most `candidates` per signal),
+   * so a caller shown `results.length` of them knows whether asking for more would find more.
+   */
+  matched?: number;
   index: { hash: string | null; model: string | null };
   /** Present when the embeddings provider failed or timed out and the answer is BM25's. */
   fallback?: SearchFallback;
@@ -396,8 +402,13 @@ export class SearchService {
     // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
     // Without a reranker only the first topK that pass are needed, so the rest are never looked up.
     let candidates: SearchHit[] = [];
+    // Past topK (without a reranker) candidates are only counted for `matched`, not resolved.
+    let beyond = 0;
     for (const candidate of ranked) {
-      if (!reranking && candidates.length === topK) break;
+      if (!reranking && candidates.length === topK) {
+        if (candidate.relevance >= minScore && accept(candidate.name)) beyond++;
+        continue;
+      }
       if (!accept(candidate.name) || (!reranking && candidate.relevance < minScore)) continue;
       candidates.push({
         tool: this.catalog.get(candidate.name)!.tool,
@@ -417,8 +428,10 @@ export class SearchService {
         return { ...hit, score: ceiling };
       });
     }
-    const results = candidates.filter((hit) => hit.score >= minScore).slice(0, topK);
-    return fallback ? { results, index, fallback } : { results, index };
+    const kept = candidates.filter((hit) => hit.score >= minScore);
+    const results = kept.slice(0, topK);
+    const matched = kept.length + beyond;
+    return fallback ? { results, matched, index, fallback } : { results, matched, index };
   }
 
   /**
