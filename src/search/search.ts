@@ -355,9 +355,12 @@ export class SearchService {
     const { ranked, fallback } = this.rank(signals, mode, request);
     const calibrationMode: CalibrationMode = fallback || mode === 'bm25' ? 'bm25' : mode === 'vector' ? 'vector' : 'hybrid';
     // The ranking score each mode orders by, spread onto a comparable scale for the `ranking` feature.
-    const rankingScores =
-      calibrationMode === 'hybrid' ? ranked : normalised(ranked, calibrationMode === 'bm25' ? signals.lexical : signals.semantic);
-    const features = rankedFeatures(rankingScores, signals.lexical, calibrationMode === 'bm25' ? [] : signals.semantic);
+    // Only the signals this ranking used: a search that did not retrieve one must score as a prepared one ranking without it.
+    const use = this.signalsUsed(mode, { ...this.settings.weights, ...request.weights });
+    const lexical = use.lexical ? signals.lexical : [];
+    const semantic = use.vector && calibrationMode !== 'bm25' ? signals.semantic : [];
+    const rankingScores = calibrationMode === 'hybrid' ? ranked : normalised(ranked, calibrationMode === 'bm25' ? lexical : semantic);
+    const features = rankedFeatures(rankingScores, lexical, semantic);
     const models = this.settings.calibration ?? DEFAULT_CALIBRATION;
     const relevance = calibratedScores(features, models[calibrationMode]);
     const results = ranked.map((result, i) => ({ ...result, relevance: relevance[i]!, features: features[i]! }));

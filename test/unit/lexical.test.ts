@@ -59,7 +59,8 @@ function assertSameRanking(index: LexicalIndex, reference: (query: string, limit
   for (const query of queries) {
     const expected = reference(query, limit);
     // Same additions in the same order as MiniSearch: scores agree to the bit, so ties order the same way.
-    assert.deepEqual(index.search(query, limit), expected, query);
+    // Coverage is ours (MiniSearch has none); it is checked on its own below.
+    assert.deepEqual(index.search(query, limit).map(({ name, score }) => ({ name, score })), expected, query);
     cut ||= expected.length === limit;
   }
   assert.ok(cut, 'no query exercised the top-k cut');
@@ -102,6 +103,12 @@ describe('LexicalIndex', () => {
     const singular = index.search('send email', 3).map((hit) => hit.name);
     assert.deepEqual(plural, singular);
     assert.deepEqual(index.search('the of and', 5), []);
+    // Coverage: the idf share of the query's distinct terms a tool matched. All of them: 1; a word no tool has: less.
+    const [full] = index.search('send email', 1);
+    assert.equal(full!.coverage, 1);
+    const [partial] = index.search('send email zzqxunknown', 1);
+    assert.equal(partial!.name, full!.name);
+    assert.ok(partial!.coverage! > 0 && partial!.coverage! < 1, `coverage ${partial!.coverage}`);
     assert.deepEqual(index.search('send email', 0), []);
   });
 
