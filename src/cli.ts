@@ -63,6 +63,7 @@ program
   .option('--feedback-split', 'replay every other query of --queries as feedback and evaluate on the rest')
   .option('--descriptions <file>', 'JSON server → description for a catalog of server__tool names (server context)')
   .option('--no-context', 'index no source descriptions (LiveMCPBench carries its own), to measure what they add')
+  .option('--tokens', 'also report tokens per search answer (top 5), full vs brief definitions')
   .action(async (options: import('./cli/eval.js').EvalOptions) => (await import('./cli/eval.js')).runEval(options));
 
 program

@@ -28,6 +28,8 @@ export interface CatalogOptions {
 
 export interface EvalOptions extends FeedbackOptions, CatalogOptions {
   mode?: string;
+  /** Also report tokens per search_tools answer (top 5, default min_score), full vs brief definitions. */
+  tokens?: boolean;
 }
 
 export interface TuneOptions extends FeedbackOptions, CatalogOptions {
@@ -45,7 +47,7 @@ export async function runEval(options: EvalOptions): Promise<void> {
   for (const mode of engine ? modes : []) {
     const result = await withProgress(`${mode}`, queries.length, (onProgress) =>
       evaluate(
-        async (query) => (await engine!.search.search({ query, mode, topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
+        async (query) => (await engine!.search.search({ query, mode, topK: RANKED_DEPTH, minScore: 0 })).results.map((hit) => hit.tool.name),
         queries,
         { onProgress },
       ),
@@ -59,7 +61,7 @@ export async function runEval(options: EvalOptions): Promise<void> {
     console.error(`feedback: ${events} events from ${feedback.length} queries`);
     const result = await withProgress('feedback', queries.length, (onProgress) =>
       evaluate(
-        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
+        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH, minScore: 0 })).results.map((hit) => hit.tool.name),
         queries,
         { onProgress },
       ),
@@ -74,6 +76,21 @@ export async function runEval(options: EvalOptions): Promise<void> {
   }
   console.log(`catalog: ${tools.length} tools, queries: ${queries.length}${engine ? `, model: ${engine.embedder.modelId}` : ''}`);
   console.log(formatTable(rows));
+  if (engine && options.tokens) {
+    const { countTokens } = await import('gpt-tokenizer');
+    const { briefTool } = await import('../search/coverage.js');
+    let full = 0;
+    let brief = 0;
+    let answered = 0;
+    for (const { query } of queries) {
+      const { results } = await engine.search.search({ query, topK: 5 });
+      if (results.length > 0) answered++;
+      full += countTokens(JSON.stringify(results.map((hit) => ({ ...hit.tool, score: hit.score }))));
+      brief += countTokens(JSON.stringify(results.map((hit) => ({ ...briefTool(hit.tool), score: hit.score }))));
+    }
+    const per = (total: number) => (total / queries.length).toFixed(0);
+    console.log(`tokens per answer (top 5 at the default min_score, o200k_base): full ${per(full)}, brief ${per(brief)}; ${answered} of ${queries.length} queries answered`);
+  }
 }
 
 export async function runTune(options: TuneOptions): Promise<void> {

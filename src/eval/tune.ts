@@ -32,7 +32,8 @@ export async function tune(
   const prepared = new Map<string, PreparedSearch>();
   for (const [done, { query }] of queries.entries()) {
     if (prepared.has(query)) continue;
-    prepared.set(query, await search.prepare({ query, mode: 'hybrid', rerank: false }));
+    // Ranking quality is measured on the whole ranking: min_score (abstention) is measured by `calibrate`.
+    prepared.set(query, await search.prepare({ query, mode: 'hybrid', rerank: false, minScore: 0 }));
     options.onProgress?.(done + 1, queries.length);
   }
   const scoreSetting = async (fusion: FusionMethod, weights: FusionWeights): Promise<TuneRow> => {
