@@ -286,7 +286,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         throw new GatewayError('invalid_arguments', `query must be at most ${this.settings.maxQueryLength} characters`);
       }
       if (!access.searchEnabled) throw new GatewayError('forbidden', 'tool search is disabled for this key; tools/list without a query lists its tools');
-      tools = (await this.search(query, this.settings.queryLimit, access)).map(({ score: _score, scores: _scores, ...tool }) => tool);
+      // A listing, best first, filled to queryLimit: abstaining (min_score) is search_tools' answer, not tools/list's.
+      tools = (await this.searchCounted(query, this.settings.queryLimit, access, 0)).tools.map(({ score: _score, scores: _scores, ...tool }) => tool);
     } else {
       tools = this.unfilteredList(access);
     }
@@ -301,12 +302,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   }
 
   /** `search`, and how many tools matched in all (`matched`; undefined for select and regex queries). */
-  async searchCounted(query: string, topK?: number, access: Access = Access.open): Promise<{ tools: ScoredTool[]; matched?: number }> {
+  async searchCounted(query: string, topK?: number, access: Access = Access.open, minScore?: number): Promise<{ tools: ScoredTool[]; matched?: number }> {
     try {
       // "select:" and "regex:" prefixes are the search service's, so every face reads a query the same way.
       const response = await this.searchService.search({
         query,
         topK,
+        ...(minScore === undefined ? {} : { minScore }),
         visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry),
         feedbackScope: access.scope,
       });

@@ -276,15 +276,15 @@ describe('MCP gateway over /mcp', () => {
     }
     const names = all.map((tool) => tool.name);
     assert.equal(new Set(names).size, names.length, 'no tool on two pages');
-    // At most mcp.queryLimit (10): those of the matching tools at or above min_score, as search_tools counts them.
-    const counted: any = await client.callTool({ name: 'search_tools', arguments: { query: 'close an issue', top_k: 10 } });
-    assert.equal(names.length, Math.min(10, counted.structuredContent.matched));
+    assert.equal(names.length, 10, 'at most mcp.queryLimit (10) tools');
     assert.ok(!names.includes('search_tools') && !names.includes('call_tool'), 'the real catalog, not the virtual tools');
     assert.ok(!names.includes('files__echo'), 'pinned tools are listed without a query already');
     assert.deepEqual(all[0], api.router.catalog.get('tracker__close_issue')!.tool, 'plain definitions, as tools/list gives them');
-    // Same order as search_tools.
+    // Same order as search_tools, which answers only the tools at or above min_score (the listing fills queryLimit).
     const searched: any = await client.callTool({ name: 'search_tools', arguments: { query: 'close an issue', top_k: 10 } });
-    assert.deepEqual(names, searched.structuredContent.tools.map((tool: any) => tool.name));
+    const answered = searched.structuredContent.tools.map((tool: any) => tool.name);
+    assert.ok(answered.length > 0);
+    assert.deepEqual(names.slice(0, answered.length), answered);
 
     const selected = await listWithQuery(client, { query: 'select:files__add' });
     assert.deepEqual(selected.tools.map((tool) => tool.name), ['files__add']);
