@@ -19,7 +19,7 @@ export interface CatalogEntry extends CatalogTool {
 export const MAX_SOURCE_DESCRIPTION = 2_000;
 
 /** What a source says of itself, cut to the bound and with whitespace runs folded. */
-export function sourceDescription(text: string | undefined): string | undefined {
+export function foldDescription(text: string | undefined): string | undefined {
   const folded = text?.replace(/\s+/g, ' ').trim();
   return folded ? folded.slice(0, MAX_SOURCE_DESCRIPTION) : undefined;
 }
@@ -108,7 +108,7 @@ export class Catalog extends EventEmitter<CatalogEvents> {
    */
   setSource(source: string, input: unknown, server?: string, description?: string): CatalogSnapshot {
     const tools = this.check(source, input);
-    const about = sourceDescription(description);
+    const about = foldDescription(description);
     return this.replace(source, server, about, tools.map((tool) => this.toEntry(tool, source, server, about)));
   }
 
@@ -124,7 +124,7 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     options: { server?: string; description?: string; validated?: boolean } = {},
   ): Promise<CatalogSnapshot> {
     const { server, validated = false } = options;
-    const about = sourceDescription(options.description);
+    const about = foldDescription(options.description);
     checkSourceName(source);
     let tools: Tool[];
     if (validated) tools = input as Tool[];

@@ -74,10 +74,6 @@ export const DEFAULT_CALIBRATION: Record<CalibrationMode, CalibrationModel> = {
   },
 };
 
-export function featureVector(features: RelevanceFeatures, mode: CalibrationMode): number[] {
-  return MODE_FEATURES[mode].map((name) => features[name]);
-}
-
 export function relevance(features: RelevanceFeatures, model: CalibrationModel): number {
   let z = model.intercept;
   for (const name of FEATURE_NAMES) z += model.weights[name] * features[name];
