@@ -83,7 +83,7 @@ export async function runEval(options: EvalOptions): Promise<void> {
     let brief = 0;
     let answered = 0;
     for (const { query } of queries) {
-      const { results } = await engine.search.search({ query, topK: 5 });
+      const { results } = await engine.search.search({ query, topK: 5, minScore: evalConfig().search.minScore });
       if (results.length > 0) answered++;
       full += countTokens(JSON.stringify(results.map((hit) => ({ ...hit.tool, score: hit.score }))));
       brief += countTokens(JSON.stringify(results.map((hit) => ({ ...briefTool(hit.tool), score: hit.score }))));

@@ -50,7 +50,8 @@ export async function createEngine(tools: Tool[] | EvalSource[], options: { conf
     separator: config.catalog.separator,
     lexical: config.search.lexical,
     hnsw: config.search.hnsw,
-    settings: config.search,
+    // Ranking quality is what an engine measures: nothing is cut by min_score (abstention is `calibrate`'s to measure).
+    settings: { ...config.search, minScore: 0 },
     feedback,
   });
   return { catalog, search, index, embedder, config, feedback };

@@ -32,8 +32,7 @@ export async function tune(
   const prepared = new Map<string, PreparedSearch>();
   for (const [done, { query }] of queries.entries()) {
     if (prepared.has(query)) continue;
-    // Ranking quality is measured on the whole ranking: min_score (abstention) is measured by `calibrate`.
-    prepared.set(query, await search.prepare({ query, mode: 'hybrid', rerank: false, minScore: 0 }));
+    prepared.set(query, await search.prepare({ query, mode: 'hybrid', rerank: false }));
     options.onProgress?.(done + 1, queries.length);
   }
   const scoreSetting = async (fusion: FusionMethod, weights: FusionWeights): Promise<TuneRow> => {
