@@ -50,8 +50,7 @@ export async function createEngine(tools: Tool[] | EvalSource[], options: { conf
     separator: config.catalog.separator,
     lexical: config.search.lexical,
     hnsw: config.search.hnsw,
-    // Ranking quality is what an engine measures: nothing is cut by min_score (abstention is `calibrate`'s to measure).
-    settings: { ...config.search, minScore: 0 },
+    settings: config.search,
     feedback,
   });
   return { catalog, search, index, embedder, config, feedback };
