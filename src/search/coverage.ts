@@ -31,7 +31,11 @@ export function describeCoverage(servers: readonly CoveredServer[], budget = COV
   if (servers.length === 0) return '';
   const total = servers.reduce((sum, server) => sum + server.tools, 0);
   const head = `Searches ${total} tools of ${servers.length} server${servers.length === 1 ? '' : 's'}:`;
-  const full = [head, ...servers.map((server) => `- ${server.name} (${server.tools}): ${oneLine(server.description) || 'no description'}`)].join('\n');
+  const line = (server: CoveredServer) => {
+    const summary = oneLine(server.description);
+    return summary === '' ? `- ${server.name} (${server.tools})` : `- ${server.name} (${server.tools}): ${summary}`;
+  };
+  const full = [head, ...servers.map(line)].join('\n');
   if (encode(full).length <= budget) return full;
   const names = servers.map((server) => `${server.name} (${server.tools})`);
   const grouped = `${head} ${names.join(', ')}.`;

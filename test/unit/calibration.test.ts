@@ -10,6 +10,8 @@ import { abstentionSplit, atThreshold, auc, fitModel, serverUnits, thresholdKeep
 import { loadCatalogSources, loadQueries } from '../../src/eval/datasets.js';
 import { DEFAULT_CALIBRATION, type RelevanceFeatures } from '../../src/search/calibration.js';
 import { describeCoverage } from '../../src/search/coverage.js';
+import { searchToolDefinition } from '../../src/chat/search-tool.js';
+import type { RequestTool } from '../../src/chat/tool-request.js';
 import { countTokens } from 'gpt-tokenizer';
 import { createFixedSearch, type FixedSearch } from '../../src/search/fixed.js';
 import { DEFAULT_SEARCH_SETTINGS, SearchService } from '../../src/search/search.js';
@@ -118,12 +120,22 @@ describe('abstention split and its metrics', () => {
 });
 
 describe('coverage text', () => {
+  it("the chat proxy's search tool names the request's servers and their tool counts", () => {
+    const tool = (name: string) => ({ definition: { type: 'function', function: { name } }, function: { name, parameters: { type: 'object' } } }) as RequestTool;
+    const definition = searchToolDefinition('chat', 'find_tools', [tool('github__create_issue'), tool('github__list_prs'), tool('slack__post')]) as {
+      function: { description: string };
+    };
+    assert.match(definition.function.description, /Searches 3 tools of 2 servers:\n- github \(2\)\n- slack \(1\)$/);
+    const bare = searchToolDefinition('responses', 'find_tools') as { description: string };
+    assert.doesNotMatch(bare.description, /Searches/);
+  });
+
   it('lists each server with summary and count; past the token bound, names and counts; past that, "N more"', () => {
     const few = [
       { name: 'github', tools: 6, description: 'GitHub code hosting: repositories, issues. And more.' },
       { name: 'slack', tools: 5 },
     ];
-    assert.equal(describeCoverage(few), 'Searches 11 tools of 2 servers:\n- github (6): GitHub code hosting: repositories, issues.\n- slack (5): no description');
+    assert.equal(describeCoverage(few), 'Searches 11 tools of 2 servers:\n- github (6): GitHub code hosting: repositories, issues.\n- slack (5)');
     const many = Array.from({ length: 60 }, (_, i) => ({ name: `server${i}`, tools: i + 1, description: 'A server with a fairly long description of everything it does for you' }));
     const grouped = describeCoverage(many);
     assert.ok(countTokens(grouped) <= 400, `${countTokens(grouped)} tokens`);
