@@ -18,9 +18,10 @@ export const RRF_K = 60;
  * for vectors) so callers can show why a tool ranked where it did.
  *
  * - `weighted`: each signal's scores are normalised by their distribution over its candidates, mapping mean ± 3
- *   standard deviations onto [0, 1] (distribution-based score fusion), and the weighted sum is divided by the weights'
- *   sum, so fused scores stay in [0, 1]. A tool a signal did not return gets 0 from it. BM25 scores are unbounded and
- *   cosines bunch together, so raw values are not comparable across signals; spreading each by its own deviation makes
+ *   standard deviations onto [0, 1] (distribution-based score fusion; a score above mean + 3σ is not clipped: clipped,
+ *   several top BM25 hits tied at 1 and lost BM25's order, BENCHMARKS.md, issue 33), and the weighted sum is divided by
+ *   the weights' sum. The fused score orders; `score` is the calibrated estimate (calibration.ts). A tool a signal did
+ *   not return gets 0 from it. BM25 scores are unbounded and cosines bunch together, so raw values are not comparable across signals; spreading each by its own deviation makes
  *   them so, and unlike min-max it does not let one outlier at the top squash every other score (measured against
  *   min-max and max-scaling on MetaTool, LiveMCPBench and the fixture: BENCHMARKS.md).
  * - `rrf`: Σ weight / (RRF_K + rank), which needs no normalisation and ignores score gaps.
