@@ -77,7 +77,7 @@ export function fuse(
             : (Math.sign(hit.score) * feedbackWeight) / (RRF_K + rank + 1);
       });
     }
-    // Fused scores stay in [0, 1]: a tool reported irrelevant sinks to the bottom rather than below it.
+    // Never below 0: a tool reported irrelevant sinks to the bottom rather than below it.
     for (const result of fused.values()) if (result.score < 0) result.score = 0;
   }
   return [...fused.values()].sort((a, b) => b.score - a.score || a.name.localeCompare(b.name));
