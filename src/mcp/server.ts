@@ -251,11 +251,11 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
     // exists" when a server is simply not there yet.
     const sentences = [
       ...(tools.length === 0
-        ? [`No tool fits "${query}": none of the servers searched has a tool for it (results below min_score are left out). Try other words, or "regex:" / "select:" queries.`]
+        ? [`No tool matched "${query}": no tool of the servers searched fits it well enough (min_score). Try other words, or "regex:" / "select:" queries.`]
         : []),
+      ...(notes ? [missingServers(notes)] : []),
       ...(tools.length > 0 && matched !== undefined ? [`${tools.length} of ${matched} matching tools${matched > tools.length ? '; ask with a larger top_k for more' : ''}.`] : []),
       ...(brief && tools.length > 0 ? [`Brief definitions: fetch the full ones with "select:${tools.map((tool) => tool.name).join(',')}".`] : []),
-      ...(notes ? [missingServers(notes)] : []),
     ];
     return {
       content: [{ type: 'text', text: JSON.stringify(found) }, ...sentences.map((text) => ({ type: 'text' as const, text }))],

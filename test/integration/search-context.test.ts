@@ -100,7 +100,7 @@ describe('server context and a search tool that says what it covers', () => {
   it('abstains: a query no visible tool answers gets no tools and a plain sentence', async () => {
     const none = (await vaultClient.callTool({ name: 'search_tools', arguments: { query: 'zqxv florbing' } })) as any;
     assert.deepEqual(none.structuredContent.tools, []);
-    assert.match(allText(none), /No tool fits/);
+    assert.match(allText(none), /No tool matched "zqxv florbing": no tool of the servers searched fits it/);
     const rest = await call(api.url, 'POST', '/v1/tools/search', { key: ADMIN_KEY, body: { query: 'zqxv florbing' } });
     assert.deepEqual(rest.body.results, []);
   });
