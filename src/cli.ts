@@ -66,7 +66,19 @@ program
   .option('--limit <n>', 'evaluate only the first n queries', positiveInteger)
   .option('--feedback <file>', 'replay these labelled queries as feedback, then evaluate hybrid again with it')
   .option('--feedback-split', 'replay every other query of --queries as feedback and evaluate on the rest')
+  .option('--descriptions <file>', 'JSON server → description for a catalog of server__tool names (server context)')
+  .option('--no-context', 'index no source descriptions (LiveMCPBench carries its own), to measure what they add')
+  .option('--tokens', 'also report tokens per search answer (top 5), full vs brief definitions')
   .action(async (options: import('./cli/eval.js').EvalOptions) => (await import('./cli/eval.js')).runEval(options));
+
+program
+  .command('calibrate')
+  .description('fit the calibrated score on an abstention split (half the servers removed) and report AUC and min_score')
+  .option('--datasets <dir>', 'the shared datasets (metatool/, livemcpbench/)', '../shared/datasets')
+  .option('--fixtures <dir>', 'the project fixtures (catalog.json, queries.jsonl, livemcpbench-*.jsonl)', 'test/fixtures')
+  .option('--sets <names>', 'only these sets, comma-separated: fixture, livemcpbench, metatool')
+  .option('--shipped', 'report with the shipped models (src/search/calibration.ts) instead of fitting')
+  .action(async (options: import('./cli/eval.js').CalibrateOptions) => (await import('./cli/eval.js')).runCalibrate(options));
 
 program
   .command('tune')
@@ -77,6 +89,8 @@ program
   .option('--limit <n>', 'use only the first n queries', positiveInteger)
   .option('--feedback <file>', 'replay these labelled queries as feedback first, and search the feedback weight too')
   .option('--feedback-split', 'replay every other query of --queries as feedback and tune on the rest')
+  .option('--descriptions <file>', 'JSON server → description for a catalog of server__tool names (server context)')
+  .option('--no-context', 'index no source descriptions, to measure what they add')
   .action(async (options: import('./cli/eval.js').TuneOptions) => (await import('./cli/eval.js')).runTune(options));
 
 program

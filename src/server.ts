@@ -6,6 +6,7 @@ import { Auth } from './auth/auth.js';
 import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
 import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
+import { staticSourceEntry } from './catalog/settings.js';
 import { sendAnthropicError, sendOpenAiError } from './chat/errors.js';
 import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes, isAnthropicPath } from './chat/routes.js';
@@ -73,7 +74,10 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const { jsonDepth, schemaBytes, schemaArrayItems, schemaObjectKeys, schemaPatternLength } = config.limits;
   const schemaLimits = { depth: jsonDepth, bytes: schemaBytes, arrayItems: schemaArrayItems, objectKeys: schemaObjectKeys, patternLength: schemaPatternLength };
   const catalog = new Catalog({ separator: config.catalog.separator, limits: schemaLimits });
-  for (const [source, tools] of Object.entries(config.catalog.sources)) catalog.setSource(source, tools);
+  for (const [source, entry] of Object.entries(config.catalog.sources)) {
+    const { tools, description } = staticSourceEntry(entry);
+    catalog.setSource(source, tools, undefined, description);
+  }
 
   // Every Redis key, channel and queue name of this deployment, built once and handed to each module that uses Redis.
   const redisKeys = RedisKeys.of(config.queue.prefix, config.redis);

@@ -15,6 +15,23 @@ export interface CatalogEntry extends CatalogTool {
   textHash: string;
 }
 
+/** Longest source description kept (characters); an upstream's longer `instructions` are cut to it. */
+export const MAX_SOURCE_DESCRIPTION = 2_000;
+
+/** What a source says of itself, cut to the bound and with whitespace runs folded. */
+export function foldDescription(text: string | undefined): string | undefined {
+  const folded = text?.replace(/\s+/g, ' ').trim();
+  return folded ? folded.slice(0, MAX_SOURCE_DESCRIPTION) : undefined;
+}
+
+/** A source as the catalog lists it: what it says of itself and how many tools it has. */
+export interface SourceSummary {
+  source: string;
+  server?: string;
+  description?: string;
+  tools: number;
+}
+
 /** An immutable view of the catalog at one moment: what an index is built from. */
 export interface CatalogSnapshot {
   catalogHash: string;
@@ -51,7 +68,7 @@ export interface CatalogEvents {
  * consistent with itself; a name may belong to one source only.
  */
 export class Catalog extends EventEmitter<CatalogEvents> {
-  private readonly sources = new Map<string, { server?: string; entries: CatalogEntry[] }>();
+  private readonly sources = new Map<string, { server?: string; description?: string; entries: CatalogEntry[] }>();
   private readonly byName = new Map<string, CatalogEntry>();
   private current: CatalogSnapshot | undefined;
   private readonly separator: string;
@@ -87,10 +104,12 @@ export class Catalog extends EventEmitter<CatalogEvents> {
   /**
    * Replaces all tools of one source. Validates first and changes nothing on error.
    * @param server the upstream MCP server the tools came from, if any (indexed as its own field).
+   * @param description what the source says of itself (indexed on each of its tools as the `context` field).
    */
-  setSource(source: string, input: unknown, server?: string): CatalogSnapshot {
+  setSource(source: string, input: unknown, server?: string, description?: string): CatalogSnapshot {
     const tools = this.check(source, input);
-    return this.replace(source, server, tools.map((tool) => this.toEntry(tool, source, server)));
+    const about = foldDescription(description);
+    return this.replace(source, server, about, tools.map((tool) => this.toEntry(tool, source, server, about)));
   }
 
   /**
@@ -99,16 +118,21 @@ export class Catalog extends EventEmitter<CatalogEvents> {
    * name clashes checked again then (another source may have taken a name meanwhile).
    * @param validated the tools are what `checkInSlices` returned (already validated, so not again).
    */
-  async setSourceInSlices(source: string, input: unknown, options: { server?: string; validated?: boolean } = {}): Promise<CatalogSnapshot> {
+  async setSourceInSlices(
+    source: string,
+    input: unknown,
+    options: { server?: string; description?: string; validated?: boolean } = {},
+  ): Promise<CatalogSnapshot> {
     const { server, validated = false } = options;
+    const about = foldDescription(options.description);
     checkSourceName(source);
     let tools: Tool[];
     if (validated) tools = input as Tool[];
     else tools = await validateToolsInSlices(input, this.limits);
     const entries: CatalogEntry[] = new Array<CatalogEntry>(tools.length);
-    await inSlices(tools.length, (i) => (entries[i] = this.toEntry(tools[i]!, source, server)));
+    await inSlices(tools.length, (i) => (entries[i] = this.toEntry(tools[i]!, source, server, about)));
     this.checkClashes(source, tools);
-    return this.replace(source, server, entries);
+    return this.replace(source, server, about, entries);
   }
 
   private checkClashes(source: string, tools: readonly Tool[]): void {
@@ -121,11 +145,11 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     }
   }
 
-  private replace(source: string, server: string | undefined, entries: CatalogEntry[]): CatalogSnapshot {
+  private replace(source: string, server: string | undefined, description: string | undefined, entries: CatalogEntry[]): CatalogSnapshot {
     const previous = this.sources.get(source);
     for (const entry of previous?.entries ?? []) this.byName.delete(entry.tool.name);
     for (const entry of entries) this.byName.set(entry.tool.name, entry);
-    this.sources.set(source, { server, entries });
+    this.sources.set(source, { server, ...(description === undefined ? {} : { description }), entries });
     return this.changed();
   }
 
@@ -173,6 +197,21 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     return [...this.sources.keys()];
   }
 
+  /** What a source says of itself, if it said anything. */
+  sourceDescription(source: string): string | undefined {
+    return this.sources.get(source)?.description;
+  }
+
+  /** Every source with its description and tool count, in catalog order. */
+  sourceSummaries(): SourceSummary[] {
+    return [...this.sources].map(([source, { server, description, entries }]) => ({
+      source,
+      ...(server === undefined ? {} : { server }),
+      ...(description === undefined ? {} : { description }),
+      tools: entries.length,
+    }));
+  }
+
   get(name: string): CatalogEntry | undefined {
     return this.byName.get(name);
   }
@@ -196,8 +235,8 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     return snapshot;
   }
 
-  private toEntry(tool: Tool, source: string, server: string | undefined): CatalogEntry {
-    const text = searchableText(tool, server, this.separator);
+  private toEntry(tool: Tool, source: string, server: string | undefined, description: string | undefined): CatalogEntry {
+    const text = searchableText(tool, server, this.separator, description);
     return {
       tool,
       source,

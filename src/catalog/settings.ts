@@ -6,8 +6,13 @@ const toolSchema = z.looseObject({ name: z.string() });
 export const catalogSettingsSchema = z
   .object({
     separator: z.string().max(8).default('__'),
-    /** Static sources loaded at start: source name → MCP tools. */
-    sources: z.record(z.string(), z.array(toolSchema)).default({}),
+    /** Static sources loaded at start: source name → MCP tools, or `{description, tools}` to say what the source is for. */
+    sources: z
+      .record(
+        z.string(),
+        z.union([z.array(toolSchema), z.object({ description: z.string().max(2_000).optional(), tools: z.array(toolSchema) }).strict()]),
+      )
+      .default({}),
   })
   .prefault({});
 
@@ -32,3 +37,8 @@ export const limitsSettingsSchema = z
 
 export type CatalogSettings = z.infer<typeof catalogSettingsSchema>;
 export type LimitsSettings = z.infer<typeof limitsSettingsSchema>;
+
+/** A configured static source's tools and description, whichever form it was written in. */
+export function staticSourceEntry(entry: CatalogSettings['sources'][string]): { tools: unknown[]; description?: string } {
+  return Array.isArray(entry) ? { tools: entry } : entry;
+}

@@ -9,7 +9,8 @@ import type { Catalog, CatalogSnapshot } from './catalog.js';
  * before anything is stored, so a rejected request changes nothing anywhere.
  */
 export interface StaticSources {
-  put(source: string, tools: unknown): Promise<CatalogSnapshot>;
+  /** @param description what the source says of itself (indexed with its tools, named in search_tools). */
+  put(source: string, tools: unknown, description?: string): Promise<CatalogSnapshot>;
   /** False when there was no such source. */
   delete(source: string): Promise<boolean>;
 }
@@ -18,8 +19,8 @@ export interface StaticSources {
 export class LocalStaticSources implements StaticSources {
   constructor(private readonly catalog: Catalog) {}
 
-  async put(source: string, tools: unknown): Promise<CatalogSnapshot> {
-    return this.catalog.setSourceInSlices(source, tools);
+  async put(source: string, tools: unknown, description?: string): Promise<CatalogSnapshot> {
+    return this.catalog.setSourceInSlices(source, tools, description === undefined ? {} : { description });
   }
 
   async delete(source: string): Promise<boolean> {
@@ -63,12 +64,13 @@ export class RedisStaticSources implements StaticSources {
   }
 
   /** Stored first, applied second: if Redis is down the request fails and no instance has changed. */
-  async put(source: string, tools: unknown): Promise<CatalogSnapshot> {
+  async put(source: string, tools: unknown, description?: string): Promise<CatalogSnapshot> {
     const valid = await this.catalog.checkInSlices(source, tools);
-    // One serialization for Redis and for `held`: at 100k tools it is ~100 MB and a second of work.
-    const stored = JSON.stringify(valid);
+    // One serialization for Redis and for `held`: at 100k tools it is ~100 MB and a second of work. A source without a
+    // description is stored as its tool array, as before descriptions existed.
+    const stored = JSON.stringify(description === undefined ? valid : { description, tools: valid });
     await withRedis('storing the source', () => this.redis.hset(this.keys.staticSources, source, stored));
-    const snapshot = await this.catalog.setSourceInSlices(source, valid, { validated: true });
+    const snapshot = await this.catalog.setSourceInSlices(source, valid, { validated: true, ...(description === undefined ? {} : { description }) });
     this.held.set(source, stored);
     await this.announce(source);
     return snapshot;
@@ -135,7 +137,9 @@ export class RedisStaticSources implements StaticSources {
 
   private apply(source: string, tools: string): void {
     try {
-      this.catalog.setSource(source, JSON.parse(tools));
+      const parsed = JSON.parse(tools) as unknown[] | { description?: string; tools: unknown[] };
+      if (Array.isArray(parsed)) this.catalog.setSource(source, parsed);
+      else this.catalog.setSource(source, parsed.tools, undefined, parsed.description);
       this.held.set(source, tools);
     } catch (error) {
       // Another instance accepted it, so this is a clash with something only this instance has (an upstream).

@@ -51,16 +51,18 @@ export interface SearchableText {
   description: string;
   server: string;
   params: string;
+  /** What the tool's source (its MCP server, or a static source) says of itself: the same text on each of its tools. */
+  context: string;
 }
 
-export const SEARCHABLE_FIELDS = ['name', 'title', 'description', 'server', 'params'] as const;
+export const SEARCHABLE_FIELDS = ['name', 'title', 'description', 'server', 'params', 'context'] as const;
 export type SearchableField = (typeof SEARCHABLE_FIELDS)[number];
 
 /**
  * Builds the searchable text of a tool. The qualified name's server prefix is indexed as the server field, not
  * as part of the name, so "github" in a query does not outweigh what the tool does.
  */
-export function searchableText(tool: Tool, server?: string, separator = '__'): SearchableText {
+export function searchableText(tool: Tool, server?: string, separator = '__', context = ''): SearchableText {
   const bareName =
     server !== undefined && separator !== '' && tool.name.startsWith(server + separator)
       ? tool.name.slice(server.length + separator.length)
@@ -79,12 +81,17 @@ export function searchableText(tool: Tool, server?: string, separator = '__'): S
     description: normaliseSpace([tool.description ?? '', ...tagsOf(tool)].join(' ')),
     server: server === undefined ? '' : splitIdentifier(server).join(' '),
     params: paramParts.join(' ; '),
+    context: normaliseSpace(context),
   };
 }
 
-/** One string for the embedder: the fields in order of how much they say about the tool's purpose. */
+/**
+ * One string for the embedder: the fields in order of how much they say about the tool's purpose, the source's
+ * description last (it lifted hybrid above BM25 alone on LiveMCPBench, where the vector signal alone lost by it:
+ * BENCHMARKS.md, "Server context").
+ */
 export function embeddingText(text: SearchableText): string {
-  return [text.name, text.title, text.description, text.params, text.server]
+  return [text.name, text.title, text.description, text.params, text.server, text.context]
     .filter((part) => part.length > 0)
     .join(' . ');
 }

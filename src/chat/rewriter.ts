@@ -155,6 +155,9 @@ export class ToolRewriter {
       candidates: Math.max(settings.candidates, k + excluded),
       // Pinned tools are a keep-rule here; the request's own search must not hide them.
       pinned: [],
+      // The request's tools fill k as before: abstaining here (forwarding only kept tools and the search tool) is the
+      // chat proxy's to decide, and not done yet.
+      minScore: 0,
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
     }, this.deps.search.feedback, undefined, this.deps.search.metrics);
   }

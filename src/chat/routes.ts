@@ -16,7 +16,7 @@ import { deferredBody, nativeMode, readNativeHeader } from './native.js';
 import { StickySelections, type ConversationKeys } from './sticky.js';
 import { anthropicShape, chatShape, responsesShape, type AnswerReader, type ConversationShape } from './answers.js';
 import { ToolIndexCache } from './tool-index-cache.js';
-import { parseJsonObject, type Api, type ToolRequest } from './tool-request.js';
+import { parseJsonObject, type Api, type RequestTool, type ToolRequest } from './tool-request.js';
 import { ChatFeedback, conversationSteps } from './feedback-capture.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { accessOf } from '../http/auth.js';
@@ -233,7 +233,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     if (native) res.setHeader('x-toolrouter-native', 'on');
-    const sent = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, 'anthropic', searchTool) : body;
+    const sent = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, 'anthropic', searchTool, request.tools) : body;
     await forwardRequest(req, res, sent === undefined ? rawBytes(req, request) : JSON.stringify(sent), upstream, log);
   });
   anthropic.use(anthropicErrorHandler(log));
@@ -245,7 +245,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     const { rewrite, searchTool, native } = await prepare(req, res, request);
     const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
-    const forwarded = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, request.api, searchTool) : (body ?? request.body);
+    const forwarded = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, request.api, searchTool, request.tools) : (body ?? request.body);
     res.json({ request: forwarded, decision: { ...decision, ...(searchTool ? { searchTool } : {}), ...(native ? { native } : {}) } });
   });
 
@@ -275,8 +275,8 @@ function readRequest(req: Request, api: Api, maxDepth: number): ToolRequest {
 }
 
 /** The body with the proxy's search tool at the end of its tools. */
-function withSearchTool(body: Record<string, unknown>, api: Api, name: string): Record<string, unknown> {
-  return { ...body, tools: [...((body.tools as unknown[] | undefined) ?? []), searchToolDefinition(api, name)] };
+function withSearchTool(body: Record<string, unknown>, api: Api, name: string, tools: readonly RequestTool[]): Record<string, unknown> {
+  return { ...body, tools: [...((body.tools as unknown[] | undefined) ?? []), searchToolDefinition(api, name, tools)] };
 }
 
 function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {

@@ -71,7 +71,7 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
   const api = request.api;
   const tools = [...((input.body.tools as unknown[] | undefined) ?? [])];
   const forwarded = [...input.forwarded];
-  const searchTool = searchToolDefinition(api, settings.toolName);
+  const searchTool = searchToolDefinition(api, settings.toolName, request.tools);
   let body = input.body;
   let searches = 0;
   let tokens: number;

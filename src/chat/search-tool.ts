@@ -1,3 +1,4 @@
+import { describeCoverage, serversOfTools } from '../search/coverage.js';
 import { toolLabel } from './rewrite.js';
 import { isEventStream, SseJsonReader } from './sse.js';
 import type { TurnReader } from './proxy.js';
@@ -37,12 +38,16 @@ export function searchToolName(tools: readonly RequestTool[], configured: string
  */
 export const CLIENT_TOOL_SEARCH = '(tool_search)';
 
-export function searchToolDefinition(api: Api, name: string): Record<string, unknown> {
-  if (name === CLIENT_TOOL_SEARCH) return { type: 'tool_search', execution: 'client', description: DESCRIPTION, parameters: PARAMETERS };
-  if (api === 'anthropic') return { name, description: DESCRIPTION, input_schema: PARAMETERS };
+/** @param tools the request's tools: the description names their servers (by `server__` prefix) and counts. */
+export function searchToolDefinition(api: Api, name: string, tools: readonly RequestTool[] = []): Record<string, unknown> {
+  const covers = describeCoverage(serversOfTools(tools.map((tool) => ({ name: toolLabel(tool) })), '__'));
+  const description = covers === '' ? DESCRIPTION : `${DESCRIPTION}
+${covers}`;
+  if (name === CLIENT_TOOL_SEARCH) return { type: 'tool_search', execution: 'client', description, parameters: PARAMETERS };
+  if (api === 'anthropic') return { name, description, input_schema: PARAMETERS };
   return api === 'chat'
-    ? { type: 'function', function: { name, description: DESCRIPTION, parameters: PARAMETERS } }
-    : { type: 'function', name, description: DESCRIPTION, parameters: PARAMETERS, strict: false };
+    ? { type: 'function', function: { name, description, parameters: PARAMETERS } }
+    : { type: 'function', name, description, parameters: PARAMETERS, strict: false };
 }
 
 /** One call of the search tool by the model. */

@@ -2,7 +2,7 @@
 import cliProgress from 'cli-progress';
 import type { LabelledQuery, Tool } from '../catalog/types.js';
 import { FastMcpBm25, LiteLlmTokenOverlap } from '../eval/baselines.js';
-import { loadCatalogFile, loadQueries } from '../eval/datasets.js';
+import { loadCatalogSources, loadQueries, type EvalSource } from '../eval/datasets.js';
 import { createEngine } from '../eval/engine.js';
 import { replayFeedback, splitForFeedback } from '../eval/feedback.js';
 import { evaluate, formatTable, type EvalResult } from '../eval/metrics.js';
@@ -16,32 +16,38 @@ export interface FeedbackOptions {
   feedbackSplit?: boolean;
 }
 
-export interface EvalOptions extends FeedbackOptions {
+export interface CatalogOptions {
   catalog: string;
   queries: string;
-  mode?: string;
   limit?: number;
+  /** JSON server → description for a catalog of `server__tool` names (LiveMCPBench carries its own). */
+  descriptions?: string;
+  /** false (`--no-context`): leave sources undescribed, to measure what server context adds. */
+  context?: boolean;
 }
 
-export interface TuneOptions extends FeedbackOptions {
-  catalog: string;
-  queries: string;
+export interface EvalOptions extends FeedbackOptions, CatalogOptions {
+  mode?: string;
+  /** Also report tokens per search_tools answer (top 5, default min_score), full vs brief definitions. */
+  tokens?: boolean;
+}
+
+export interface TuneOptions extends FeedbackOptions, CatalogOptions {
   steps: number;
-  limit?: number;
 }
 
 export async function runEval(options: EvalOptions): Promise<void> {
   const only = parseMode(options.mode);
-  const data = loadEvalData(options.catalog, options.queries, options.limit);
+  const data = loadEvalData(options);
   const { tools } = data;
   const { queries, feedback } = feedbackQueries(data.queries, options);
   const modes: SearchMode[] = only && only !== 'baselines' ? [only] : ['bm25', 'vector', 'hybrid'];
   const rows: { label: string; n: number; 'R@1': string; 'R@5': string; MRR: string }[] = [];
-  const engine = only === 'baselines' ? undefined : await createEngine(tools, { config: evalConfig() });
+  const engine = only === 'baselines' ? undefined : await createEngine(data.sources, { config: evalConfig() });
   for (const mode of engine ? modes : []) {
     const result = await withProgress(`${mode}`, queries.length, (onProgress) =>
       evaluate(
-        async (query) => (await engine!.search.search({ query, mode, topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
+        async (query) => (await engine!.search.search({ query, mode, topK: RANKED_DEPTH, minScore: 0 })).results.map((hit) => hit.tool.name),
         queries,
         { onProgress },
       ),
@@ -55,7 +61,7 @@ export async function runEval(options: EvalOptions): Promise<void> {
     console.error(`feedback: ${events} events from ${feedback.length} queries`);
     const result = await withProgress('feedback', queries.length, (onProgress) =>
       evaluate(
-        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
+        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH, minScore: 0 })).results.map((hit) => hit.tool.name),
         queries,
         { onProgress },
       ),
@@ -70,13 +76,28 @@ export async function runEval(options: EvalOptions): Promise<void> {
   }
   console.log(`catalog: ${tools.length} tools, queries: ${queries.length}${engine ? `, model: ${engine.embedder.modelId}` : ''}`);
   console.log(formatTable(rows));
+  if (engine && options.tokens) {
+    const { countTokens } = await import('gpt-tokenizer');
+    const { briefTool } = await import('../search/coverage.js');
+    let full = 0;
+    let brief = 0;
+    let answered = 0;
+    for (const { query } of queries) {
+      const { results } = await engine.search.search({ query, topK: 5, minScore: evalConfig().search.minScore });
+      if (results.length > 0) answered++;
+      full += countTokens(JSON.stringify(results.map((hit) => ({ ...hit.tool, score: hit.score }))));
+      brief += countTokens(JSON.stringify(results.map((hit) => ({ ...briefTool(hit.tool), score: hit.score }))));
+    }
+    const per = (total: number) => (total / queries.length).toFixed(0);
+    console.log(`tokens per answer (top 5 at the default min_score, o200k_base): full ${per(full)}, brief ${per(brief)}; ${answered} of ${queries.length} queries answered`);
+  }
 }
 
 export async function runTune(options: TuneOptions): Promise<void> {
-  const data = loadEvalData(options.catalog, options.queries, options.limit);
+  const data = loadEvalData(options);
   const { tools } = data;
   const { queries, feedback } = feedbackQueries(data.queries, options);
-  const engine = await createEngine(tools, { config: evalConfig() });
+  const engine = await createEngine(data.sources, { config: evalConfig() });
   if (feedback) await replayFeedback(engine.feedback!, feedback, (name) => engine.catalog.get(name) !== undefined);
   const { rows, best } = await withProgress('retrieving', queries.length, (onProgress) =>
     tuneWeights(engine, queries, { steps: options.steps, onProgress, feedback: feedback !== undefined }),
@@ -114,8 +135,11 @@ function feedbackQueries(queries: LabelledQuery[], options: FeedbackOptions): { 
   return options.feedback === undefined ? { queries } : { queries, feedback: loadQueries(options.feedback) };
 }
 
-function loadEvalData(catalogFile: string, queriesFile: string, limit?: number): { tools: Tool[]; queries: LabelledQuery[] } {
-  const tools = loadCatalogFile(catalogFile);
+function loadEvalData(options: CatalogOptions): { tools: Tool[]; sources: EvalSource[]; queries: LabelledQuery[] } {
+  const { queries: queriesFile, limit } = options;
+  const described = loadCatalogSources(options.catalog, options.descriptions === undefined ? {} : { descriptions: options.descriptions });
+  const sources = options.context === false ? described.map(({ source, tools }) => ({ source, tools })) : described;
+  const tools = sources.flatMap((source) => source.tools);
   const names = new Set(tools.map((tool) => tool.name));
   const all = loadQueries(queriesFile);
   const answerable = all.filter((query) => query.expected.some((name) => names.has(name)));
@@ -123,7 +147,7 @@ function loadEvalData(catalogFile: string, queriesFile: string, limit?: number):
   const dropped = all.length - answerable.length;
   if (dropped > 0) console.error(`note: ${dropped} queries name no tool in the catalog and were skipped`);
   if (queries.length === 0) throw new Error('no labelled query names a tool of this catalog');
-  return { tools, queries };
+  return { tools, sources, queries };
 }
 
 async function withProgress<T>(label: string, total: number, work: (onProgress: (done: number) => void) => Promise<T>): Promise<T> {
@@ -146,4 +170,99 @@ function row(label: string, result: EvalResult) {
 
 function pct(value: number): string {
   return `${(value * 100).toFixed(1)}%`;
+}
+
+export interface CalibrateOptions {
+  /** The shared datasets directory (MetaTool, LiveMCPBench). */
+  datasets: string;
+  /** The project's fixtures directory (catalog.json, queries.jsonl, livemcpbench-*.jsonl). */
+  fixtures: string;
+  /** Report with the shipped models instead of fitting new ones. */
+  shipped?: boolean;
+  /** Only these sets (comma-separated: fixture, livemcpbench, metatool). */
+  sets?: string;
+}
+
+/**
+ * `toolrouter calibrate`: fits the calibrated score on the first abstention split of every set, reports AUC and the
+ * share of unanswerable queries turned away on the second, and picks min_score (BENCHMARKS.md, "Calibrated scores").
+ */
+export async function runCalibrate(options: CalibrateOptions): Promise<void> {
+  const { join } = await import('node:path');
+  const { existsSync } = await import('node:fs');
+  const calibrate = await import('../eval/calibrate.js');
+  const { DEFAULT_CALIBRATION } = await import('../search/calibration.js');
+  const all = [
+    {
+      name: 'fixture',
+      catalog: join(options.fixtures, 'catalog.json'),
+      queries: [join(options.fixtures, 'queries.jsonl')],
+      descriptions: join(options.fixtures, 'sources.json'),
+    },
+    {
+      name: 'livemcpbench',
+      catalog: join(options.datasets, 'livemcpbench', 'tools.json'),
+      queries: [join(options.fixtures, 'livemcpbench-queries.jsonl'), join(options.fixtures, 'livemcpbench-agent-queries.jsonl')],
+    },
+    { name: 'metatool', catalog: join(options.datasets, 'metatool'), queries: [join(options.datasets, 'metatool', 'queries.csv')] },
+  ];
+  const only = options.sets?.split(',').map((name) => name.trim());
+  const sets = all.filter((set) => !only || only.includes(set.name));
+  const config = evalConfig();
+  type Hits = Awaited<ReturnType<typeof calibrate.collectHits>>;
+  const fit = new Map<string, Hits>();
+  const report: { set: string; mode: string; hits: Hits }[] = [];
+  const fitBySet: Hits[] = [];
+  for (const set of sets) {
+    const descriptions = 'descriptions' in set && set.descriptions && existsSync(set.descriptions) ? { descriptions: set.descriptions } : {};
+    const units = calibrate.serverUnits(loadCatalogSources(set.catalog, descriptions), config.catalog.separator);
+    const queries = set.queries.flatMap((file) => loadQueries(file));
+    for (const half of [0, 1] as const) {
+      const split = calibrate.abstentionSplit(units, queries, half);
+      const engine = await createEngine(split.kept, { config });
+      for (const mode of calibrate.CALIBRATION_MODES) {
+        const hits = await withProgress(`${set.name} ${mode}`, split.answerable.length + split.unanswerable.length, () =>
+          calibrate.collectHits(engine, split, mode),
+        );
+        // Each set weighs the same in the fit, however many queries it has (MetaTool has a hundred times the others).
+        for (const query of hits) query.weight = 100 / hits.length;
+        if (half === 1) report.push({ set: set.name, mode, hits });
+        else {
+          fit.set(mode, [...(fit.get(mode) ?? []), ...hits]);
+          if (mode === 'hybrid') fitBySet.push(hits);
+        }
+      }
+      console.error(`${set.name} half ${half}: ${split.kept.length} of ${units.length} servers kept, ${split.answerable.length} answerable, ${split.unanswerable.length} unanswerable`);
+    }
+  }
+  const models = Object.fromEntries(
+    calibrate.CALIBRATION_MODES.map((mode) => [mode, options.shipped ? DEFAULT_CALIBRATION[mode] : calibrate.fitModel(fit.get(mode) ?? [], mode)]),
+  ) as typeof DEFAULT_CALIBRATION;
+  // min_score: on the fit split in hybrid (the default mode), the threshold keeping 95% of answerable queries, each
+  // set weighing the same (MetaTool alone would otherwise decide it).
+  const minScore = calibrate.weightedThresholdKeeping(
+    fitBySet.map((hits) => calibrate.topScores(hits.filter((q) => q.answerable), models.hybrid)),
+  );
+  const rows = report.map(({ set, mode, hits }) => {
+    const positive = hits.map((query) => query.answerable);
+    const raw = hits.map((query) => query.rawTop);
+    const calibrated = calibrate.topScores(hits, models[mode as keyof typeof models]);
+    const keep95 = calibrate.thresholdKeeping(calibrated, positive);
+    const rawKeep95 = calibrate.thresholdKeeping(raw, positive);
+    const atDefault = calibrate.atThreshold(calibrated, positive, minScore);
+    return {
+      label: `${set} ${mode}`,
+      answerable: positive.filter(Boolean).length,
+      unanswerable: positive.filter((p) => !p).length,
+      'AUC raw': calibrate.auc(raw, positive).toFixed(3),
+      'away@95 raw': pct(calibrate.atThreshold(raw, positive, rawKeep95).turnedAway),
+      'AUC calibrated': calibrate.auc(calibrated, positive).toFixed(3),
+      'away@95': pct(calibrate.atThreshold(calibrated, positive, keep95).turnedAway),
+      'kept@min': pct(atDefault.kept),
+      'away@min': pct(atDefault.turnedAway),
+    };
+  });
+  console.log(`models (${options.shipped ? 'shipped' : 'fitted on the first split'}):\n${JSON.stringify(models)}`);
+  console.log(`min_score (keeps 95% of answerable hybrid queries on the first split): ${minScore.toFixed(3)}`);
+  console.log(formatTable(rows));
 }

@@ -470,3 +470,55 @@ export function loadQueries(file: string): LabelledQuery[] {
     });
   return queries;
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sources with descriptions (server context)
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A catalog source for evaluation: its tools and what it says of itself, as an upstream or a PUT would. */
+export interface EvalSource {
+  source: string;
+  description?: string;
+  tools: Tool[];
+}
+
+/**
+ * A catalog file as sources: LiveMCPBench as one source per server, described by its entry's name, category and
+ * description (what a server's `instructions` or a source's `description` would say); any other format as one source,
+ * split by server prefix (`server<separator>tool`) when `descriptions` (JSON: server → description) names servers.
+ */
+export function loadCatalogSources(file: string, options: { descriptions?: string; separator?: string } = {}): EvalSource[] {
+  const separator = options.separator ?? '__';
+  const data = statSync(file).isDirectory() ? undefined : readJson(file);
+  if (data !== undefined && isLiveMcpBench(data)) {
+    const sources: EvalSource[] = [];
+    const { tools } = liveMcpBenchTools(data, file, { separator });
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    const taken = new Set<string>();
+    for (const entry of data) {
+      const about = [entry.name, entry.category, entry.description].filter((part): part is string => typeof part === 'string' && part.trim() !== '');
+      for (const serverKey of Object.keys(entry.tools as Record<string, unknown>)) {
+        const prefix = `${sanitizeName(serverKey)}${separator}`;
+        const own = [...byName.values()].filter((tool) => tool.name.startsWith(prefix) && !taken.has(tool.name));
+        for (const tool of own) taken.add(tool.name);
+        if (own.length === 0) continue;
+        sources.push({ source: sanitizeName(serverKey).slice(0, 64), ...(about.length > 0 ? { description: about.join(' — ') } : {}), tools: own });
+      }
+    }
+    return sources;
+  }
+  const tools = loadCatalogFile(file);
+  if (options.descriptions === undefined) return [{ source: 'eval', tools }];
+  const described = readJson(options.descriptions);
+  if (!isPlainObject(described)) throw new Error(`${options.descriptions}: expected an object mapping server to description`);
+  const groups = new Map<string, Tool[]>();
+  for (const tool of tools) {
+    const cut = separator === '' ? -1 : tool.name.indexOf(separator);
+    const server = cut > 0 ? tool.name.slice(0, cut) : 'eval';
+    groups.set(server, [...(groups.get(server) ?? []), tool]);
+  }
+  return [...groups].map(([source, own]) => {
+    const description = described[source];
+    return { source, ...(typeof description === 'string' ? { description } : {}), tools: own };
+  });
+}

@@ -1,4 +1,4 @@
-import type { Catalog } from '../catalog/catalog.js';
+import { Catalog } from '../catalog/catalog.js';
 import type { Tool } from '../catalog/types.js';
 import { createEmbedder, type Embedder, type EmbedderOptions } from '../embedding/embedder.js';
 import { FeedbackService } from '../feedback/service.js';
@@ -8,6 +8,7 @@ import type { SearchIndex } from '../indexing/search-index.js';
 import { createFixedSearch } from '../search/fixed.js';
 import type { SearchService } from '../search/search.js';
 import type { SearchConfig } from '../search/settings.js';
+import type { EvalSource } from './datasets.js';
 
 /** The configuration slices an engine is built from (the CLI and the server hand in the loaded configuration). */
 export interface EngineConfig {
@@ -28,12 +29,22 @@ export interface Engine {
   feedback?: FeedbackService;
 }
 
-export async function createEngine(tools: Tool[], options: { config: EngineConfig; embedder?: Embedder }): Promise<Engine> {
+/**
+ * An engine over a tool list (one source), or over sources with descriptions (server context: each source's
+ * description is indexed with its tools, as for an upstream or a described static source).
+ */
+export async function createEngine(tools: Tool[] | EvalSource[], options: { config: EngineConfig; embedder?: Embedder }): Promise<Engine> {
   const { config } = options;
+  let catalogOrTools: Tool[] | Catalog = tools as Tool[];
+  if (tools.length > 0 && 'source' in tools[0]!) {
+    const catalog = new Catalog({ separator: config.catalog.separator });
+    for (const { source, description, tools: own } of tools as EvalSource[]) catalog.setSource(source, own, undefined, description);
+    catalogOrTools = catalog;
+  }
   const embedder = options.embedder ?? (await createEmbedder(config.embedding));
   const settings = { ...config.feedback, enabled: true };
   const feedback = new FeedbackService(embedder, new MemoryFeedbackStore(settings), settings);
-  const { catalog, index, search } = await createFixedSearch(tools, {
+  const { catalog, index, search } = await createFixedSearch(catalogOrTools, {
     embedder,
     source: 'eval',
     separator: config.catalog.separator,

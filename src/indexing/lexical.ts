@@ -24,7 +24,7 @@ export interface LexicalSettings {
 
 /** Defaults chosen on MetaTool, LiveMCPBench and the project fixture (see BENCHMARKS.md). */
 export const DEFAULT_LEXICAL: LexicalSettings = {
-  fieldWeights: { name: 3, title: 2, description: 1, server: 1, params: 0.5 },
+  fieldWeights: { name: 3, title: 2, description: 1, server: 1, params: 0.5, context: 0.5 },
   bm25: { k: 1.5, b: 0.75, d: 0 },
   stem: true,
   stopWords: true,
@@ -33,6 +33,11 @@ export const DEFAULT_LEXICAL: LexicalSettings = {
 export interface ScoredName {
   name: string;
   score: number;
+  /**
+   * BM25 only: the share of the query's terms, weighted by idf, that this tool matched (0–1). Unlike the raw score it
+   * does not grow with the query's length, so it says the same across queries: the calibrated score reads it.
+   */
+  coverage?: number;
 }
 
 type Analysis = Pick<LexicalSettings, 'stem' | 'stopWords'>;
@@ -313,6 +318,23 @@ export class LexicalIndex {
     const queryStamp = s.nextQueryStamp();
     const counted = new Set<number>();
     let touchedCount = 0;
+    // A word the catalog does not know weighs as much as the rarest known one: nothing here covers it.
+    const unknownIdf = Math.log(1 + (documentCount + 0.5) / 0.5);
+    let queryIdf = 0;
+    for (const word of new Set(words)) {
+      const term = this.termIds.get(word);
+      if (term === undefined) {
+        queryIdf += unknownIdf;
+        continue;
+      }
+      let most = 0;
+      for (let field = 0; field < FIELD_COUNT; field++) {
+        const matching = postingStart[term * FIELD_COUNT + field + 1]! - postingStart[term * FIELD_COUNT + field]!;
+        if (boosts[field] !== 0 && matching > 0) most = Math.max(most, Math.log(1 + (documentCount - matching + 0.5) / (matching + 0.5)));
+      }
+      s.termIdf.set(term, most);
+      queryIdf += most;
+    }
     // Query words are scored in order, repeats included (a repeated word counts twice in the score and once in the
     // matched-terms factor). Each word's per-field scores are summed first and then added to the document's total:
     // the same additions in the same order as MiniSearch, so scores, and ties, come out identical.
@@ -343,20 +365,26 @@ export class LexicalIndex {
           }
         }
       }
+      const termIdf = s.termIdf.get(term) ?? 0;
       for (let i = 0; i < termTouched; i++) {
         const doc = s.termTouched[i]!;
         if (s.queryStamps[doc] !== queryStamp) {
           s.queryStamps[doc] = queryStamp;
           s.scores[doc] = s.termScores[doc]!;
           s.matched[doc] = 1;
+          s.matchedIdf[doc] = termIdf;
           s.touched[touchedCount++] = doc;
         } else {
           s.scores[doc] = s.scores[doc]! + s.termScores[doc]!;
-          if (firstOccurrence) s.matched[doc]!++;
+          if (firstOccurrence) {
+            s.matched[doc]!++;
+            s.matchedIdf[doc] = s.matchedIdf[doc]! + termIdf;
+          }
         }
       }
     }
-    return this.top(s, touchedCount, limit, accept);
+    s.termIdf.clear();
+    return this.top(s, touchedCount, limit, accept, queryIdf);
   }
 
   /**
@@ -364,7 +392,13 @@ export class LexicalIndex {
    * first comes first (MiniSearch's stable sort over its result map). A partial insertion selection: at 100k tools a
    * common word matches ~15k documents, nearly all rejected by one comparison with the current cut-off.
    */
-  private top(s: Scratch, touchedCount: number, limit: number, accept: ((name: string) => boolean) | LabelSet | undefined): ScoredName[] {
+  private top(
+    s: Scratch,
+    touchedCount: number,
+    limit: number,
+    accept: ((name: string) => boolean) | LabelSet | undefined,
+    queryIdf: number,
+  ): ScoredName[] {
     const best = new TopK(limit);
     const { names } = this.data;
     const mask = accept instanceof LabelSet ? accept.mask : undefined;
@@ -375,7 +409,11 @@ export class LexicalIndex {
       // The filter runs only for documents that would enter the top list: a few dozen, not every match.
       if (best.admits(score) && (!mask || mask[doc] === 1) && (!acceptName || acceptName(names[doc]!))) best.offer(doc, score);
     }
-    return best.ids.map((doc, i) => ({ name: this.data.names[doc]!, score: best.scores[i]! }));
+    return best.ids.map((doc, i) => ({
+      name: this.data.names[doc]!,
+      score: best.scores[i]!,
+      coverage: queryIdf > 0 ? Math.min(1, s.matchedIdf[doc]! / queryIdf) : 0,
+    }));
   }
 
   private lengthNorms(): Float64Array {
@@ -404,6 +442,10 @@ class Scratch {
   readonly scores: Float64Array;
   readonly termScores: Float64Array;
   readonly matched: Uint32Array;
+  /** Idf of the distinct query terms each document matched (for `coverage`). */
+  readonly matchedIdf: Float64Array;
+  /** This query's terms → their idf (the largest over the fields searched). */
+  readonly termIdf = new Map<number, number>();
   readonly queryStamps: Uint32Array;
   readonly termStamps: Uint32Array;
   readonly touched: Uint32Array;
@@ -415,6 +457,7 @@ class Scratch {
     this.scores = new Float64Array(documents);
     this.termScores = new Float64Array(documents);
     this.matched = new Uint32Array(documents);
+    this.matchedIdf = new Float64Array(documents);
     this.queryStamps = new Uint32Array(documents);
     this.termStamps = new Uint32Array(documents);
     this.touched = new Uint32Array(documents);

@@ -17,6 +17,8 @@ export const lexicalSettingsSchema = z
         description: z.number().min(0),
         server: z.number().min(0),
         params: z.number().min(0),
+        /** The source's description (catalog `description`, an upstream's instructions), on each of its tools. */
+        context: z.number().min(0).default(DEFAULT_LEXICAL.fieldWeights.context),
       })
       .default(DEFAULT_LEXICAL.fieldWeights),
     bm25: z

@@ -101,7 +101,7 @@ function convertEntry(name: string, entry: unknown, context: Expansion): { confi
   if (entry.disabled === true) return { reason: 'disabled: true', disabled: true };
   if (entry.envFile !== undefined) return { reason: 'envFile is not read by toolrouter; put the variables in "env" (${VAR} expands from the environment)' };
   const picked: Record<string, unknown> = {};
-  for (const key of ['type', 'transport', 'command', 'args', 'env', 'cwd', 'url', 'headers', 'auth']) {
+  for (const key of ['type', 'transport', 'command', 'args', 'env', 'cwd', 'url', 'headers', 'auth', 'description']) {
     if (entry[key] !== undefined) picked[key] = entry[key];
   }
   if (picked.type === undefined && picked.transport === undefined && picked.url === undefined && picked.command === undefined) {

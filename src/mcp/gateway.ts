@@ -12,11 +12,12 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { Access } from '../auth/access.js';
-import { catalogHash, type Catalog, type CatalogEntry } from '../catalog/catalog.js';
+import { catalogHash, type Catalog, type CatalogEntry, type CatalogSnapshot } from '../catalog/catalog.js';
 import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
 import type { Tool } from '../catalog/types.js';
 import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../search/activation.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
+import { describeCoverage } from '../search/coverage.js';
 import { INDEX_BUILDING, NO_SERVERS } from './guidance.js';
 import type { StartupGate, UpstreamNotes } from './startup.js';
 import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
@@ -95,6 +96,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
   private readonly activationPolicy: ActivationPolicy;
+  private readonly coverageCache = new WeakMap<CatalogSnapshot, Map<string, string>>();
 
   constructor(
     private readonly catalog: Catalog,
@@ -135,10 +137,39 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     return access.searchEnabled && this.searchActivation(entries).active;
   }
 
-  /** search_tools and call_tool as tools/list shows them (only while search is active). */
-  virtualTools(): Tool[] {
+  /**
+   * The servers this caller may search, each with a one-line summary and its tool count (bounded: src/search/coverage.ts).
+   * Kept per catalog snapshot and key, so listings do not count tokens again until the catalog changes.
+   */
+  coverage(access: Access = Access.open): string {
+    const snapshot = this.catalog.snapshot();
+    let byKey = this.coverageCache.get(snapshot);
+    if (!byKey) {
+      byKey = new Map();
+      this.coverageCache.set(snapshot, byKey);
+    }
+    const key = access.restricted ? access.viewKey : '';
+    let text = byKey.get(key);
+    if (text === undefined) {
+      const counts = new Map<string, number>();
+      for (const entry of this.callableEntries(access)) counts.set(entry.source, (counts.get(entry.source) ?? 0) + 1);
+      text = describeCoverage(
+        [...counts].map(([source, tools]) => {
+          const description = this.catalog.sourceDescription(source);
+          return { name: source, tools, ...(description === undefined ? {} : { description }) };
+        }),
+      );
+      if (byKey.size >= 64) byKey.delete(byKey.keys().next().value!);
+      byKey.set(key, text);
+    }
+    return text;
+  }
+
+  /** search_tools and call_tool as tools/list shows them (only while search is active), search_tools naming what it covers. */
+  virtualTools(access: Access = Access.open): Tool[] {
     if (this.settings.search === false) return [];
     const { searchToolName, callToolName } = this.settings;
+    const covers = this.coverage(access);
     return [
       {
         name: searchToolName,
@@ -147,7 +178,9 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
           `Find tools for a task among all tools of the connected MCP servers (most are not listed directly). ` +
           `Describe what you want to do in plain words; returns the best matching tools with their full definitions ` +
           `(name, description, inputSchema). Then call one with ${callToolName}. ` +
-          `"select:name1,name2" fetches tools by exact name; "regex:<pattern>" matches names and descriptions.`,
+          `"select:name1,name2" fetches tools by exact name; "regex:<pattern>" matches names and descriptions. ` +
+          `Only tools that fit are returned: an empty answer means none of these servers has one.` +
+          (covers === '' ? '' : `\n${covers}`),
         inputSchema: {
           type: 'object',
           properties: {
@@ -157,6 +190,11 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
               minimum: 1,
               maximum: this.searchService.settings.maxTopK,
               description: `How many tools to return (default ${this.searchService.settings.topK})`,
+            },
+            detail: {
+              type: 'string',
+              enum: ['brief', 'full'],
+              description: 'brief: name, one-line description and required parameters (fetch the full definitions with "select:"); full (default): complete definitions',
             },
           },
           required: ['query'],
@@ -171,6 +209,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
               items: { type: 'object', properties: { name: { type: 'string' }, score: { type: 'number' } }, required: ['name'] },
             },
             search_id: { type: 'string', description: `Pass to ${callToolName} with the tool you choose from this result` },
+            matched: { type: 'integer', description: 'How many tools matched in all; ask with a larger top_k for more' },
           },
           required: ['tools'],
         },
@@ -252,7 +291,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         throw new GatewayError('invalid_arguments', `query must be at most ${this.settings.maxQueryLength} characters`);
       }
       if (!access.searchEnabled) throw new GatewayError('forbidden', 'tool search is disabled for this key; tools/list without a query lists its tools');
-      tools = (await this.search(query, this.settings.queryLimit, access)).map(({ score: _score, scores: _scores, ...tool }) => tool);
+      // A listing, best first, filled to queryLimit: abstaining (min_score) is search_tools' answer, not tools/list's.
+      tools = (await this.searchCounted(query, this.settings.queryLimit, access, 0)).tools.map(({ score: _score, scores: _scores, ...tool }) => tool);
     } else {
       tools = this.unfilteredList(access);
     }
@@ -264,16 +304,23 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 
   /** search_tools: the best matching callable tools with scores, pinned tools excluded (they are listed already). */
   async search(query: string, topK?: number, access: Access = Access.open): Promise<ScoredTool[]> {
+    return (await this.searchCounted(query, topK, access)).tools;
+  }
+
+  /** `search`, and how many tools matched in all (`matched`; undefined for select and regex queries). */
+  async searchCounted(query: string, topK?: number, access: Access = Access.open, minScore?: number): Promise<{ tools: ScoredTool[]; matched?: number }> {
     if (this.upstreams.status().length === 0) throw new GatewayError('index_not_ready', NO_SERVERS);
     try {
       // "select:" and "regex:" prefixes are the search service's, so every face reads a query the same way.
       const response = await this.searchService.search({
         query,
         topK,
+        ...(minScore === undefined ? {} : { minScore }),
         visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry),
         feedbackScope: access.scope,
       });
-      return response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
+      const tools = response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
+      return response.matched === undefined ? { tools } : { tools, matched: response.matched };
     } catch (error) {
       if (error instanceof IndexNotReadyError) throw new GatewayError('index_not_ready', INDEX_BUILDING);
       throw error;
@@ -414,7 +461,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     const pinned = this.searchService.settings.pinned
       .map((name) => this.callable(name, access)?.tool)
       .filter((tool): tool is Tool => tool !== undefined && !this.isVirtual(tool.name));
-    return [...pinned, ...this.virtualTools()];
+    return [...pinned, ...this.virtualTools(access)];
   }
 
   /** The aggregator's listing: every callable tool, minus any that a reserved virtual name shadows. */

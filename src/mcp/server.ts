@@ -18,6 +18,8 @@ import { z } from 'zod';
 import { Access } from '../auth/access.js';
 import { compileSchema } from '../catalog/json-schema.js';
 import type { Tool } from '../catalog/types.js';
+import { briefTool } from '../search/coverage.js';
+import { SELECT_PREFIX } from '../search/search.js';
 import { RpcError } from './errors.js';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamNotes } from './startup.js';
@@ -223,7 +225,7 @@ export async function rpc<T>(work: () => T | Promise<T>, notFoundCode: number = 
 
 const searchArgs = compileSchema({
   type: 'object',
-  properties: { query: { type: 'string', minLength: 1 }, top_k: { type: 'integer', minimum: 1 } },
+  properties: { query: { type: 'string', minLength: 1 }, top_k: { type: 'integer', minimum: 1 }, detail: { enum: ['brief', 'full'] } },
   required: ['query'],
   additionalProperties: false,
 });
@@ -234,24 +236,32 @@ export const UPSTREAMS_META = 'toolrouter/upstreams';
 async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined, access: Access, feedback: McpFeedback): Promise<CallToolResult> {
   const problems = searchArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: ${problems.join('; ')}`);
-  const { query, top_k: topK } = args as { query: string; top_k?: number };
+  const { query, top_k: topK, detail = 'full' } = args as { query: string; top_k?: number; detail?: 'brief' | 'full' };
   if (query.trim().length === 0) return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: /query: must not be blank`);
   if (query.length > gateway.settings.maxQueryLength) {
     return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: /query: must be at most ${gateway.settings.maxQueryLength} characters`);
   }
   try {
     await gateway.startup();
-    const tools = await gateway.search(query, topK, access);
+    const { tools, matched } = await gateway.searchCounted(query, topK, access);
     gateway.tokens?.served(access, tools);
     const notes = gateway.upstreamNotes(access);
     // Present when feedback is on: a later call_tool may carry it, so the pairing needs no session.
     const searchId = feedback.searched(query, tools);
-    const found = searchId === undefined ? { tools } : { tools, search_id: searchId };
+    // `select:` always answers with full definitions: it is how a brief answer's tools are fetched.
+    const brief = detail === 'brief' && !query.trim().toLowerCase().startsWith(SELECT_PREFIX);
+    const listed = brief ? tools.map((tool) => ({ ...briefTool(tool), score: tool.score })) : tools;
+    const counted = matched === undefined ? {} : { matched };
+    const found = searchId === undefined ? { tools: listed, ...counted } : { tools: listed, ...counted, search_id: searchId };
     // The JSON is for programs; the sentences are for the model, which should not read an empty list as "no such tool
     // exists" when a server is simply not there yet.
     const sentences = [
-      ...(tools.length === 0 ? [`No tool matched "${query}". Try other words, or "regex:" / "select:" queries.`] : []),
+      ...(tools.length === 0
+        ? [`No tool matched "${query}": no tool of the servers searched fits it well enough (min_score). Try other words, or "regex:" / "select:" queries.`]
+        : []),
       ...(notes ? [missingServers(notes)] : []),
+      ...(tools.length > 0 && matched !== undefined ? [`${tools.length} of ${matched} matching tools${matched > tools.length ? '; ask with a larger top_k for more' : ''}.`] : []),
+      ...(brief && tools.length > 0 ? [`Brief definitions: fetch the full ones with "select:${tools.map((tool) => tool.name).join(',')}".`] : []),
     ];
     return {
       content: [{ type: 'text', text: JSON.stringify(found) }, ...sentences.map((text) => ({ type: 'text' as const, text }))],
@@ -364,9 +374,11 @@ export function instructions(gateway: McpGateway, access: Access = Access.open):
     gateway.settings.search === 'auto'
       ? `toolrouter is a gateway to the tools of several MCP servers. While they are few (at most ${maxTools} tools and ${maxTokens} tokens of definitions), tools/list lists all of them; beyond that only a few are listed, with ${search} and ${call} to find and run the others. Each switch is announced with notifications/tools/list_changed; ${search} and ${call} work in both states.`
       : 'toolrouter is a gateway to the tools of several MCP servers. Only a few tools are listed; find the others by search.';
+  const covers = gateway.coverage(access);
   return [
     listing,
-    `1. ${search} {"query": "what you want to do", "top_k": 5} returns the best matching tools with their full definitions.`,
+    ...(covers === '' ? [] : [covers]),
+    `1. ${search} {"query": "what you want to do", "top_k": 5} returns the best matching tools with their full definitions ("detail": "brief" for short ones); nothing when no tool fits.`,
     `2. ${call} {"name": "<tool name>", "arguments": {...}} runs that tool and returns its result unchanged. Any tool may also be called directly by its name.`,
     'Errors in a call (invalid arguments, unknown tool, timeout, a server that is down) come back as a result with isError set and say what to fix.',
     ...queryFormat,

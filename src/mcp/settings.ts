@@ -38,6 +38,8 @@ export const mcpServerSchema = z.preprocess(
           /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
           env: z.record(z.string(), z.string()).default({}),
           cwd: z.string().optional(),
+          /** What the server is for (indexed with its tools, named in search_tools); default: what the server says of itself. */
+          description: z.string().max(2_000).optional(),
           /** true: known but not connected (as in client configs). */
           disabled: z.boolean().optional(),
         })
@@ -49,6 +51,7 @@ export const mcpServerSchema = z.preprocess(
           headers: z.record(z.string(), z.string()).default({}),
           /** OAuth 2.1 per the MCP authorization spec (src/mcp/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
           auth: upstreamOAuthSchema.optional(),
+          description: z.string().max(2_000).optional(),
           disabled: z.boolean().optional(),
         })
         .strict(),

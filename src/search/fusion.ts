@@ -18,9 +18,10 @@ export const RRF_K = 60;
  * for vectors) so callers can show why a tool ranked where it did.
  *
  * - `weighted`: each signal's scores are normalised by their distribution over its candidates, mapping mean ± 3
- *   standard deviations onto [0, 1] (distribution-based score fusion), and the weighted sum is divided by the weights'
- *   sum, so fused scores stay in [0, 1]. A tool a signal did not return gets 0 from it. BM25 scores are unbounded and
- *   cosines bunch together, so raw values are not comparable across signals; spreading each by its own deviation makes
+ *   standard deviations onto [0, 1] (distribution-based score fusion; a score above mean + 3σ is not clipped: clipped,
+ *   several top BM25 hits tied at 1 and lost BM25's order, BENCHMARKS.md, issue 33), and the weighted sum is divided by
+ *   the weights' sum. The fused score orders; `score` is the calibrated estimate (calibration.ts). A tool a signal did
+ *   not return gets 0 from it. BM25 scores are unbounded and cosines bunch together, so raw values are not comparable across signals; spreading each by its own deviation makes
  *   them so, and unlike min-max it does not let one outlier at the top squash every other score (measured against
  *   min-max and max-scaling on MetaTool, LiveMCPBench and the fixture: BENCHMARKS.md).
  * - `rrf`: Σ weight / (RRF_K + rank), which needs no normalisation and ignores score gaps.
@@ -76,7 +77,7 @@ export function fuse(
             : (Math.sign(hit.score) * feedbackWeight) / (RRF_K + rank + 1);
       });
     }
-    // Fused scores stay in [0, 1]: a tool reported irrelevant sinks to the bottom rather than below it.
+    // Never below 0: a tool reported irrelevant sinks to the bottom rather than below it.
     for (const result of fused.values()) if (result.score < 0) result.score = 0;
   }
   return [...fused.values()].sort((a, b) => b.score - a.score || a.name.localeCompare(b.name));
@@ -114,7 +115,7 @@ export function adaptiveWeights(semantic: readonly ScoredName[], weights: Fusion
   return { ...weights, vector: weights.vector * trust };
 }
 
-function distributionScale(hits: readonly ScoredName[]): (score: number) => number {
+export function distributionScale(hits: readonly ScoredName[]): (score: number) => number {
   if (hits.length === 0) return () => 0;
   let sum = 0;
   for (const { score } of hits) sum += score;
@@ -125,5 +126,5 @@ function distributionScale(hits: readonly ScoredName[]): (score: number) => numb
   // A single candidate, or all tied: they are all as good as this signal can tell.
   if (!(deviation > 0)) return () => 1;
   const low = mean - 3 * deviation;
-  return (score) => Math.min(1, Math.max(0, (score - low) / (6 * deviation)));
+  return (score) => Math.max(0, (score - low) / (6 * deviation));
 }

@@ -12,6 +12,7 @@ import { fusionMethodSchema, mergeWeights } from './weights.js';
 import {
   adaptiveWeights,
   DEFAULT_ADAPTIVE_FUSION,
+  distributionScale,
   fuse,
   type AdaptiveFusionSettings,
   type FusedResult,
@@ -20,6 +21,14 @@ import {
 } from './fusion.js';
 import { DEFAULT_RERANK_SETTINGS, rerankCandidates, type Reranker, type RerankSettings } from './rerank.js';
 import { embeddingSpan, searchSpan } from '../telemetry/spans.js';
+import {
+  calibratedScores,
+  DEFAULT_CALIBRATION,
+  rankedFeatures,
+  type CalibrationMode,
+  type CalibrationModel,
+  type RelevanceFeatures,
+} from './calibration.js';
 
 export const SEARCH_MODES = ['hybrid', 'bm25', 'vector', 'regex'] as const;
 export type SearchMode = (typeof SEARCH_MODES)[number];
@@ -41,8 +50,13 @@ export interface SearchSettings {
   pinned: readonly string[];
   /** Per-query vector weight from the vector margin, on top of the base weights (weighted fusion only). */
   adaptive?: AdaptiveFusionSettings;
-  /** Results scoring below this are dropped (0: keep all); a request's min_score overrides it. */
+  /**
+   * Results whose calibrated score (an estimate in [0, 1] that the tool answers the query, src/search/calibration.ts)
+   * is below this are dropped, so a query nothing answers gets nothing; a request's min_score overrides it.
+   */
   minScore?: number;
+  /** The calibration models per mode; DEFAULT_CALIBRATION without (the eval's `calibrate` fits new ones). */
+  calibration?: Record<CalibrationMode, CalibrationModel>;
   /**
    * Longest wait for the query's embedding. Past it, or when the embeddings provider fails, the answer comes from
    * BM25 alone and says so (`fallback`): an embeddings outage must not cost a search.
@@ -60,7 +74,8 @@ export const DEFAULT_SEARCH_SETTINGS: SearchSettings = {
   candidates: 50,
   pinned: [],
   adaptive: DEFAULT_ADAPTIVE_FUSION,
-  minScore: 0,
+  // The threshold keeping 95% of answerable queries on the calibration split (BENCHMARKS.md, "Calibrated scores").
+  minScore: 0.028,
   embedTimeoutMs: 2_000,
   rerank: DEFAULT_RERANK_SETTINGS,
 };
@@ -87,6 +102,8 @@ export interface SearchRequest {
   minScore?: number;
   /** false skips the reranker for this request. */
   rerank?: boolean;
+  /** Attach each hit's calibration features (evaluation only; never set from a request). */
+  explain?: boolean;
 }
 
 /** The feedback signal (src/feedback): tools called for similar past queries, scored in [-1, 1]. */
@@ -98,8 +115,18 @@ export interface FeedbackSignal {
 
 export interface SearchHit {
   tool: Tool;
+  /** Calibrated relevance in [0, 1] for ranked modes (1 for select and regex matches). */
   score: number;
-  scores: { bm25?: number; vector?: number; feedback?: number; rerank?: number };
+  /** Each signal's own score: raw BM25, cosine, feedback, the reranker's; and the fused ranking score (`fused`). */
+  scores: { bm25?: number; vector?: number; feedback?: number; rerank?: number; fused?: number };
+  /** With `explain`: what the calibrated score was computed from. */
+  features?: RelevanceFeatures;
+}
+
+/** A ranked candidate with its calibrated score. */
+interface RankedResult extends FusedResult {
+  relevance: number;
+  features: RelevanceFeatures;
 }
 
 /** Why a ranked search answered from BM25 alone: the query could not be embedded in time. */
@@ -126,6 +153,11 @@ interface Signals {
 
 export interface SearchResponse {
   results: SearchHit[];
+  /**
+   * Ranked modes: how many tools matched at or above min_score among the candidates (at most `candidates` per signal),
+   * so a caller shown `results.length` of them knows whether asking for more would find more.
+   */
+  matched?: number;
   index: { hash: string | null; model: string | null };
   /** Present when the embeddings provider failed or timed out and the answer is BM25's. */
   fallback?: SearchFallback;
@@ -320,7 +352,23 @@ export class SearchService {
   }
 
   /** The one place signals become a ranking: every search, and every setting tried by tuning, goes through here. */
-  private fuseSignals(signals: Signals, mode: SearchMode, request: SearchRequest): { ranked: FusedResult[]; fallback?: SearchFallback } {
+  private fuseSignals(signals: Signals, mode: SearchMode, request: SearchRequest): { ranked: RankedResult[]; fallback?: SearchFallback } {
+    const { ranked, fallback } = this.rank(signals, mode, request);
+    const calibrationMode: CalibrationMode = fallback || mode === 'bm25' ? 'bm25' : mode === 'vector' ? 'vector' : 'hybrid';
+    // The ranking score each mode orders by, spread onto a comparable scale for the `ranking` feature.
+    // Only the signals this ranking used: a search that did not retrieve one must score as a prepared one ranking without it.
+    const use = this.signalsUsed(mode, { ...this.settings.weights, ...request.weights });
+    const lexical = use.lexical ? signals.lexical : [];
+    const semantic = use.vector && calibrationMode !== 'bm25' ? signals.semantic : [];
+    const rankingScores = calibrationMode === 'hybrid' ? ranked : normalised(ranked, calibrationMode === 'bm25' ? lexical : semantic);
+    const features = rankedFeatures(rankingScores, lexical, semantic);
+    const models = this.settings.calibration ?? DEFAULT_CALIBRATION;
+    const relevance = calibratedScores(features, models[calibrationMode]);
+    const results = ranked.map((result, i) => ({ ...result, relevance: relevance[i]!, features: features[i]! }));
+    return fallback ? { ranked: results, fallback } : { ranked: results };
+  }
+
+  private rank(signals: Signals, mode: SearchMode, request: SearchRequest): { ranked: FusedResult[]; fallback?: SearchFallback } {
     const weights = { ...this.settings.weights, ...request.weights };
     const use = this.signalsUsed(mode, weights);
     const bm25Only = (hits: readonly ScoredName[]) => hits.map((hit) => ({ name: hit.name, score: hit.score, scores: { bm25: hit.score } }));
@@ -345,7 +393,7 @@ export class SearchService {
   private async finish(
     live: SearchIndex,
     query: string,
-    ranked: readonly FusedResult[],
+    ranked: readonly RankedResult[],
     fallback: SearchFallback | undefined,
     request: SearchRequest,
     accept: (name: string) => boolean,
@@ -358,16 +406,36 @@ export class SearchService {
     // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
     // Without a reranker only the first topK that pass are needed, so the rest are never looked up.
     let candidates: SearchHit[] = [];
+    // Past topK (without a reranker) candidates are only counted for `matched`, not resolved.
+    let beyond = 0;
     for (const candidate of ranked) {
-      if (!reranking && candidates.length === topK) break;
-      if (!accept(candidate.name) || (!reranking && candidate.score < minScore)) continue;
-      candidates.push({ tool: this.catalog.get(candidate.name)!.tool, score: candidate.score, scores: candidate.scores });
+      if (!reranking && candidates.length === topK) {
+        if (candidate.relevance >= minScore && accept(candidate.name)) beyond++;
+        continue;
+      }
+      if (!accept(candidate.name) || (!reranking && candidate.relevance < minScore)) continue;
+      candidates.push({
+        tool: this.catalog.get(candidate.name)!.tool,
+        score: candidate.relevance,
+        scores: { ...candidate.scores, fused: candidate.score },
+        ...(request.explain ? { features: candidate.features } : {}),
+      });
     }
     if (reranking) {
-      candidates = await rerankCandidates(this.reranker!, query, candidates, rerank!, (tool) => this.catalog.get(tool.name)?.text, this.metrics);
+      const relevance = new Map(candidates.map((hit) => [hit.tool.name, hit.score]));
+      const reranked = await rerankCandidates(this.reranker!, query, candidates, rerank!, (tool) => this.catalog.get(tool.name)?.text, this.metrics);
+      // The reranker orders; `score` stays the calibrated estimate (its own score is in scores.rerank), never above
+      // the hit ranked before it.
+      let ceiling = 1;
+      candidates = reranked.map((hit) => {
+        ceiling = Math.min(ceiling, relevance.get(hit.tool.name) ?? 0);
+        return { ...hit, score: ceiling };
+      });
     }
-    const results = candidates.filter((hit) => hit.score >= minScore).slice(0, topK);
-    return fallback ? { results, index, fallback } : { results, index };
+    const kept = candidates.filter((hit) => hit.score >= minScore);
+    const results = kept.slice(0, topK);
+    const matched = kept.length + beyond;
+    return fallback ? { results, matched, index, fallback } : { results, matched, index };
   }
 
   /**
@@ -468,4 +536,11 @@ export class SearchService {
       .match(pattern, topK, (entry) => !this.pinned.has(entry.tool.name) && visible(entry))
       .map((entry) => ({ tool: entry.tool, score: 1, scores: {} }));
   }
+}
+
+/** A single signal's ranking with its scores spread by their distribution (as weighted fusion spreads them). */
+function normalised(ranked: readonly FusedResult[], hits: readonly ScoredName[]): { name: string; score: number }[] {
+  const scale = distributionScale(hits);
+  const raw = new Map(hits.map((hit) => [hit.name, hit.score]));
+  return ranked.map((result) => ({ name: result.name, score: scale(raw.get(result.name) ?? 0) }));
 }

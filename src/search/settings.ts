@@ -47,8 +47,11 @@ export const searchSettingsSchema = z
     candidates: z.number().int().min(1).max(10_000).default(DEFAULT_SEARCH_SETTINGS.candidates),
     maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
     pinned: z.array(z.string()).default([]),
-    /** Results scoring below this are dropped (0: none); per request as min_score. */
-    minScore: z.number().min(0).max(1000).default(0),
+    /**
+     * Results whose calibrated score (0–1: how likely the tool answers the query) is below this are dropped, so a query
+     * nothing answers gets nothing; 0 keeps all. Per request as min_score. Default from `toolrouter calibrate`.
+     */
+    minScore: z.number().min(0).max(1, 'search.minScore is a calibrated score, 0 to 1').default(DEFAULT_SEARCH_SETTINGS.minScore!),
     /** Longest wait for a query's embedding before the search answers from BM25 alone (and says so). */
     embedTimeoutMs: z.number().int().min(1).max(60_000).default(2_000),
     /** Per-query vector weight from the vector margin (src/search/fusion.ts), scaling the base weights in weighted fusion. */

@@ -103,8 +103,9 @@ describe('feedback with Redis', () => {
       routers.push(api);
       return api;
     };
+    // The ranking with feedback is under test, so every candidate is asked for (min_score 0, no abstention).
     const ranked = async (api: RunningRouter, q = query) =>
-      (await api.post('/v1/tools/search', { query: q, top_k: 10 })).body.results as { name: string; scores: { feedback?: number } }[];
+      (await api.post('/v1/tools/search', { query: q, top_k: 10, min_score: 0 })).body.results as { name: string; scores: { feedback?: number } }[];
 
     before(async () => {
       worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));

@@ -83,16 +83,19 @@ describe('mcp.search "auto" (the default): by tool count', () => {
     await api.indexed();
     assert.ok((await withQuery(client, 'dynamically added tool dyn_b')).includes('files__dyn_b'), 'SEP-1821 queries search the catalog in search mode too');
 
-    // A 12th tool changes nothing that is listed: no notification. Then back to 10: the aggregator returns.
+    // A 12th tool lists no new tool, but search_tools' description counts the server's tools: one notification as it
+    // comes and one as it goes. Then back to 10: the aggregator returns, a third.
     const inSearch = listChanged();
     await client.callTool({ name: 'files__add_tool', arguments: { name: 'dyn_c' } });
     await catalogHas('files__dyn_c', true);
+    await waitFor('list_changed for the 12th tool in the count', () => listChanged() > inSearch);
     await client.callTool({ name: 'files__remove_tool', arguments: { name: 'dyn_c' } });
     await catalogHas('files__dyn_c', false);
+    await waitFor('list_changed for the count back to 11', () => listChanged() > inSearch + 1);
     await client.callTool({ name: 'files__remove_tool', arguments: { name: 'dyn_b' } });
-    await waitFor('list_changed for the switch back', () => listChanged() > inSearch);
+    await waitFor('list_changed for the switch back', () => listChanged() > inSearch + 2);
     await catalogHas('files__dyn_b', false);
-    assert.equal(listChanged(), inSearch + 1, 'one notification: the 12th tool came and went unseen');
+    assert.equal(listChanged(), inSearch + 3, 'one notification per change of what is listed or described');
     assert.deepEqual(await listedNames(client), [...FILES_TOOLS, 'files__dyn_a']);
     assert.equal(api.router.mcp.gateway.searchActivation().active, false);
   });

@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 import YAML from 'yaml';
 import { inspectConfig, MASK } from '../../src/config/check.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { staticSourceEntry } from '../../src/catalog/settings.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { CLI } from '../helpers/ops-processes.js';
 
@@ -61,7 +62,7 @@ describe('config.example.yaml', () => {
     assert.equal(config.search.maxTopK, 50);
     assert.ok(config.search.pinned.includes('restart_service'));
     assert.deepEqual(Object.keys(config.catalog.sources), ['ops']);
-    assert.equal(config.catalog.sources.ops!.length, 2);
+    assert.equal(staticSourceEntry(config.catalog.sources.ops!).tools.length, 2);
     assert.deepEqual(Object.keys(config.mcp.servers).sort(), ['files', 'github']);
     assert.ok(config.mcp.transforms.github__create_issue);
     assert.equal(config.embedding.model, 'toolrouter/glove-100d-sif-150k');

@@ -144,12 +144,14 @@ describe('REST API', () => {
     });
 
     it('accepts per-request weights and fusion', async () => {
-      const lexicalOnly = await api.post('/v1/tools/search', { query: 'create an issue', weights: { bm25: 1, vector: 0 }, top_k: 10 });
-      const bm25 = await api.post('/v1/tools/search', { query: 'create an issue', mode: 'bm25', top_k: 10 });
+      const lexicalOnly = await api.post('/v1/tools/search', { query: 'create an issue', weights: { bm25: 1, vector: 0 }, top_k: 10, min_score: 0 });
+      const bm25 = await api.post('/v1/tools/search', { query: 'create an issue', mode: 'bm25', top_k: 10, min_score: 0 });
       assert.deepEqual(lexicalOnly.body.results.map((hit: any) => hit.name), bm25.body.results.map((hit: any) => hit.name));
       const rrf = await api.post('/v1/tools/search', { query: 'create an issue', fusion: 'rrf' });
       assert.equal(rrf.status, 200);
-      assert.ok(rrf.body.results[0].score < 0.05, 'rrf scores are sums of 1/(60+rank)');
+      // The ranking's own score is scores.fused; `score` is the calibrated estimate, in [0, 1] whatever the fusion.
+      assert.ok(rrf.body.results[0].scores.fused < 0.05, 'rrf scores are sums of 1/(60+rank)');
+      assert.ok(rrf.body.results[0].score >= 0 && rrf.body.results[0].score <= 1);
     });
 
     const badBodies: [string, unknown, RegExp][] = [

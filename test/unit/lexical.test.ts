@@ -59,7 +59,8 @@ function assertSameRanking(index: LexicalIndex, reference: (query: string, limit
   for (const query of queries) {
     const expected = reference(query, limit);
     // Same additions in the same order as MiniSearch: scores agree to the bit, so ties order the same way.
-    assert.deepEqual(index.search(query, limit), expected, query);
+    // Coverage is ours (MiniSearch has none); it is checked on its own below.
+    assert.deepEqual(index.search(query, limit).map(({ name, score }) => ({ name, score })), expected, query);
     cut ||= expected.length === limit;
   }
   assert.ok(cut, 'no query exercised the top-k cut');
@@ -83,7 +84,7 @@ describe('LexicalIndex', () => {
   });
 
   it('applies other scoring settings as MiniSearch did', () => {
-    const settings: LexicalSettings = { fieldWeights: { name: 1, title: 4, description: 2, server: 0.5, params: 1 }, bm25: { k: 1.2, b: 0.5, d: 0.5 }, stem: false, stopWords: false };
+    const settings: LexicalSettings = { fieldWeights: { name: 1, title: 4, description: 2, server: 0.5, params: 1, context: 0.5 }, bm25: { k: 1.2, b: 0.5, d: 0.5 }, stem: false, stopWords: false };
     assertSameRanking(LexicalIndex.build(fixture, settings), miniSearch(fixture, settings).search, fixtureQueries, 10);
   });
 
@@ -102,6 +103,12 @@ describe('LexicalIndex', () => {
     const singular = index.search('send email', 3).map((hit) => hit.name);
     assert.deepEqual(plural, singular);
     assert.deepEqual(index.search('the of and', 5), []);
+    // Coverage: the idf share of the query's distinct terms a tool matched. All of them: 1; a word no tool has: less.
+    const [full] = index.search('send email', 1);
+    assert.equal(full!.coverage, 1);
+    const [partial] = index.search('send email zzqxunknown', 1);
+    assert.equal(partial!.name, full!.name);
+    assert.ok(partial!.coverage! > 0 && partial!.coverage! < 1, `coverage ${partial!.coverage}`);
     assert.deepEqual(index.search('send email', 0), []);
   });
 

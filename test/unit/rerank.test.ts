@@ -25,9 +25,9 @@ describe('remote reranker (POST /rerank) through the service', () => {
     await server?.close();
   });
 
-  it('re-orders the top candidates by the rerank score, shown in scores.rerank and as score', async () => {
+  it('re-orders the top candidates by the rerank score, shown in scores.rerank; score stays the calibrated estimate', async () => {
     server.received.length = 0;
-    const response = await api.post('/v1/tools/search', { query, top_k: 10 });
+    const response = await api.post('/v1/tools/search', { query, top_k: 10, min_score: 0 });
     assert.equal(response.status, 200);
     const request = server.received.find((r) => r.path === '/rerank')!;
     assert.equal(request.body.query, query);
@@ -35,8 +35,11 @@ describe('remote reranker (POST /rerank) through the service', () => {
     const scores = response.body.results.map((hit: any) => hit.scores.rerank);
     assert.ok(scores.every((s: unknown) => typeof s === 'number'), JSON.stringify(scores));
     assert.deepEqual(scores, [...scores].sort((a: number, b: number) => b - a));
-    assert.deepEqual(response.body.results.map((hit: any) => hit.score), scores);
-    const fused = await api.post('/v1/tools/search', { query, top_k: 10, rerank: false });
+    // score is the calibrated relevance (0–1), never above the hit ranked before it, whatever the reranker's scale.
+    const relevance: number[] = response.body.results.map((hit: any) => hit.score);
+    assert.ok(relevance.every((s) => s >= 0 && s <= 1), JSON.stringify(relevance));
+    assert.deepEqual(relevance, [...relevance].sort((a, b) => b - a));
+    const fused = await api.post('/v1/tools/search', { query, top_k: 10, rerank: false, min_score: 0 });
     assert.ok(fused.body.results.every((hit: any) => hit.scores.rerank === undefined));
     assert.deepEqual(new Set(names(response.body)), new Set(names(fused.body)), 'the same ten candidates, re-ordered');
     assert.notDeepEqual(names(response.body), names(fused.body), 'the stand-in reranker disagrees with fusion here');
@@ -77,23 +80,26 @@ describe('min_score', () => {
   after(() => api?.close());
 
   it('drops results scoring below it: fewer, or none when nothing fits', async () => {
-    const all = await api.post('/v1/tools/search', { query: 'archive a ticket', top_k: 10 });
+    const all = await api.post('/v1/tools/search', { query: 'archive a ticket', top_k: 10, min_score: 0 });
     const scores: number[] = all.body.results.map((hit: any) => hit.score);
     assert.equal(scores.length, 10);
     const cut = scores[3]!;
     const some = await api.post('/v1/tools/search', { query: 'archive a ticket', top_k: 10, min_score: cut });
     assert.deepEqual(names(some.body), names(all.body).filter((_, i) => scores[i]! >= cut));
     assert.ok(some.body.results.length < 10);
-    const none = await api.post('/v1/tools/search', { query: 'archive a ticket', min_score: 2 });
+    const none = await api.post('/v1/tools/search', { query: 'archive a ticket', min_score: 1 });
     assert.equal(none.status, 200);
     assert.deepEqual(none.body.results, []);
-    const bad = await api.post('/v1/tools/search', { query: 'archive a ticket', min_score: -1 });
-    assert.equal(bad.status, 400);
-    assert.match(bad.body.error.message, /min_score/);
+    // Scores are calibrated estimates in [0, 1]: a threshold outside that is a mistake, said as such.
+    for (const wrong of [-1, 2]) {
+      const bad = await api.post('/v1/tools/search', { query: 'archive a ticket', min_score: wrong });
+      assert.equal(bad.status, 400);
+      assert.match(bad.body.error.message, /min_score/);
+    }
   });
 
   it('applies the configured default when the request gives none', async () => {
-    const strict = await startRouter({ search: { minScore: 2 } });
+    const strict = await startRouter({ search: { minScore: 1 } });
     try {
       await strict.request('PUT', '/v1/catalog/sources/m', { tools: syntheticTools(10, 'm') });
       await strict.indexed();

@@ -68,8 +68,8 @@ describe('searchableText', () => {
   });
 
   it('labels fields in the canonical text so moving words between fields changes it', () => {
-    const a = canonicalText('t', { name: 'a', title: 'b', description: '', server: '', params: '' });
-    const b = canonicalText('t', { name: 'a b', title: '', description: '', server: '', params: '' });
+    const a = canonicalText('t', { name: 'a', title: 'b', description: '', server: '', params: '', context: '' });
+    const b = canonicalText('t', { name: 'a b', title: '', description: '', server: '', params: '', context: '' });
     assert.notEqual(a, b);
   });
 });

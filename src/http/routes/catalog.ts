@@ -4,8 +4,18 @@ import { HttpError, parseBody } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf, assertAdmin } from '../auth.js';
 import { catalogViews } from '../catalog-views.js';
+import { MAX_SOURCE_DESCRIPTION } from '../../catalog/catalog.js';
 
-const putSourceBody = z.object({ tools: z.array(z.unknown(), { error: '"tools" must be an array of MCP tool objects' }) }).strict();
+const putSourceBody = z
+  .object({
+    tools: z.array(z.unknown(), { error: '"tools" must be an array of MCP tool objects' }),
+    /** What the source is for: indexed with its tools and named in search_tools' description. */
+    description: z
+      .string({ error: '"description" must be a string' })
+      .max(MAX_SOURCE_DESCRIPTION, `"description" must be at most ${MAX_SOURCE_DESCRIPTION} characters`)
+      .optional(),
+  })
+  .strict();
 
 export function catalogRoutes({ catalog, sources, indexes }: Pick<AppDependencies, 'catalog' | 'sources' | 'indexes'>): Router {
   const router = Router();
@@ -31,8 +41,8 @@ export function catalogRoutes({ catalog, sources, indexes }: Pick<AppDependencie
   router.put('/v1/catalog/sources/:source', async (req, res) => {
     assertAdmin(res);
     refuseReserved(catalog, req.params.source);
-    const { tools } = parseBody(putSourceBody, req.body);
-    const snapshot = await sources.put(req.params.source, tools);
+    const { tools, description } = parseBody(putSourceBody, req.body);
+    const snapshot = await sources.put(req.params.source, tools, description);
     res.json({ catalogHash: snapshot.catalogHash, tools: tools.length });
   });
 

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { SEARCH_MODES } from '../../search/search.js';
+import { SEARCH_MODES, SELECT_PREFIX } from '../../search/search.js';
+import { briefTool } from '../../search/coverage.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
 import { HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
@@ -20,8 +21,9 @@ export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDepende
       mode: z.enum(SEARCH_MODES, { error: `must be one of ${SEARCH_MODES.join(', ')}` }).optional(),
       weights: weightsUpdateSchema.optional(),
       fusion: fusionMethodSchema.optional(),
-      min_score: z.number().finite().min(0, 'must be 0 or more').max(1000).optional(),
+      min_score: z.number().finite().min(0, 'must be 0 or more').max(1, 'is a calibrated score: 0 to 1').optional(),
       rerank: z.boolean().optional(),
+      detail: z.enum(['brief', 'full'], { error: 'must be "brief" or "full"' }).optional(),
     })
     .strict();
 
@@ -43,8 +45,11 @@ export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDepende
       ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: access.viewKey } : {}),
       feedbackScope: access.scope,
     });
+    // `select:` always answers with full definitions: it is how a brief answer's tools are fetched.
+    const brief = body.detail === 'brief' && !body.query.trim().toLowerCase().startsWith(SELECT_PREFIX);
     res.json({
-      results: response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores })),
+      results: response.results.map((hit) => ({ ...(brief ? briefTool(hit.tool) : hit.tool), score: hit.score, scores: hit.scores })),
+      ...(response.matched === undefined ? {} : { matched: response.matched }),
       index: views.searchIndex(access, response.index),
       ...(response.fallback ? { fallback: response.fallback } : {}),
     });

@@ -305,7 +305,7 @@ export class UpstreamConnection {
       this.retries.succeeded();
       this.lastError = undefined;
       this.connectedAt = new Date();
-      this.listing.publish(tools);
+      this.listing.publish(tools, this.about(client));
       this.onStatus(this.status());
       this.onFeatures({ kind: 'lists' });
       this.log.info(
@@ -328,6 +328,17 @@ export class UpstreamConnection {
     } finally {
       this.settle();
     }
+  }
+
+  /**
+   * What the server is for, indexed with its tools and named in search_tools: the config entry's `description` if
+   * given, else what the server said when it connected (serverInfo title and description, then its `instructions`).
+   */
+  private about(client: Client): string | undefined {
+    if (this.config.description !== undefined) return this.config.description;
+    const info = client.getServerVersion() as { title?: unknown; description?: unknown } | undefined;
+    const said = [info?.title, info?.description, client.getInstructions()].filter((part): part is string => typeof part === 'string' && part.trim() !== '');
+    return said.length > 0 ? said.join('. ') : undefined;
   }
 
   /**
@@ -356,7 +367,7 @@ export class UpstreamConnection {
         if (generation !== this.generation || this.state !== 'connected' || !client) return;
         const tools = await listAllTools(client, this.options.connectTimeoutMs);
         if (generation !== this.generation) return;
-        this.listing.publish(tools);
+        this.listing.publish(tools, this.about(client));
         this.onStatus(this.status());
       } while (this.relistAgain);
     } catch (error) {

@@ -31,6 +31,8 @@ export async function listAllTools(client: Client, timeoutMs: number): Promise<M
 export class ToolListing {
   /** The server's tools as last listed, under their own names; kept to re-publish when a clash resolves. */
   private listed: McpTool[] = [];
+  /** What the server is for, as last published with its tools (the catalog indexes it with them). */
+  private description: string | undefined;
   /** Qualified name → the upstream's own tool name, for tools currently in the catalog. */
   private readonly toUpstream = new Map<string, string>();
   /** Qualified (transformed) name → the transform applied, for mapping call arguments back. */
@@ -71,8 +73,9 @@ export class ToolListing {
   }
 
   /** Puts the listed tools into the catalog under qualified names, leaving out invalid and clashing ones. */
-  publish(tools: McpTool[]): void {
+  publish(tools: McpTool[], description = this.description): void {
     this.listed = tools;
+    this.description = description;
     this.remembered.clear();
     const accepted: Tool[] = [];
     const mapping = new Map<string, string>();
@@ -132,7 +135,7 @@ export class ToolListing {
       this.log.warn({ clashes }, 'upstream tools clash with names another source owns; the first owner keeps them');
     }
     if (skipped.join() !== this.skipped.join() && skipped.length > 0) this.log.warn({ skipped }, 'upstream tools are not valid MCP tools; left out');
-    this.catalog.setSource(this.server, accepted, this.server);
+    this.catalog.setSource(this.server, accepted, this.server, this.description);
     this.toUpstream.clear();
     for (const [qualified, original] of mapping) this.toUpstream.set(qualified, original);
     this.transformOf.clear();

@@ -11,6 +11,8 @@ export interface StdioServerConfig {
   args?: string[];
   env?: Record<string, string>;
   cwd?: string;
+  /** What the server is for (indexed with its tools); default: what the server says of itself. */
+  description?: string;
 }
 
 /** A remote server: streamable HTTP (`http`, the default) or the legacy HTTP+SSE transport (`sse`). */
@@ -18,6 +20,7 @@ export interface RemoteServerConfig {
   type?: 'http' | 'sse';
   url: string;
   headers?: Record<string, string>;
+  description?: string;
   /** OAuth 2.1 (src/mcp/oauth/); the connection gets it through UpstreamManagerOptions.auth. */
   auth?: UpstreamOAuthSettings;
 }

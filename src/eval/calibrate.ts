@@ -1,0 +1,210 @@
+/**
+ * Fits and checks the calibrated score (src/search/calibration.ts) on an abstention split: each catalog with half its
+ * servers removed, so queries for removed servers have no right answer. Models are fitted on one split (first server
+ * half, even queries) and reported on the other (second server half, odd queries): the numbers never come from the
+ * data a model saw.
+ */
+import type { LabelledQuery, Tool } from '../catalog/types.js';
+import {
+  calibratedScores,
+  FEATURE_NAMES,
+  MODE_FEATURES,
+  type CalibrationMode,
+  type CalibrationModel,
+  type RelevanceFeatures,
+} from '../search/calibration.js';
+import type { EvalSource } from './datasets.js';
+import type { Engine } from './engine.js';
+
+export const CALIBRATION_MODES: readonly CalibrationMode[] = ['hybrid', 'bm25', 'vector'];
+
+/**
+ * Hits per query the model is fitted on: the top one, so the score estimates whether the best answer is right. Fitted
+ * on the top 3 or 10 instead, the model learned to tell hits of one query apart (which the ranking already does), and
+ * the top score separated answerable from unanswerable queries worse (LiveMCPBench AUC 0.800 / 0.813 against 0.881).
+ */
+const HITS_PER_QUERY = 1;
+
+/** Servers of a catalog: its sources when it has several, else tools grouped by their `server<separator>` prefix. */
+export function serverUnits(sources: readonly EvalSource[], separator = '__'): EvalSource[] {
+  if (sources.length > 1) return [...sources];
+  const groups = new Map<string, Tool[]>();
+  for (const tool of sources.flatMap((source) => source.tools)) {
+    const cut = separator === '' ? -1 : tool.name.indexOf(separator);
+    const server = cut > 0 ? tool.name.slice(0, cut) : tool.name;
+    groups.set(server, [...(groups.get(server) ?? []), tool]);
+  }
+  return [...groups].map(([source, tools]) => ({ source: source.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64), tools }));
+}
+
+export interface AbstentionSplit {
+  kept: EvalSource[];
+  answerable: LabelledQuery[];
+  unanswerable: LabelledQuery[];
+}
+
+/**
+ * Keeps every other server (sorted by name; `half` says which), and labels the queries of one parity: a query naming a
+ * kept tool is answerable, one whose tools were all removed is not.
+ */
+export function abstentionSplit(units: readonly EvalSource[], queries: readonly LabelledQuery[], half: 0 | 1): AbstentionSplit {
+  const sorted = [...units].sort((a, b) => a.source.localeCompare(b.source));
+  const kept = sorted.filter((_, i) => i % 2 === half);
+  const names = new Set(kept.flatMap((unit) => unit.tools.map((tool) => tool.name)));
+  const mine = queries.filter((_, i) => i % 2 === half);
+  return {
+    kept,
+    answerable: mine.filter((query) => query.expected.some((name) => names.has(name))),
+    unanswerable: mine.filter((query) => !query.expected.some((name) => names.has(name))),
+  };
+}
+
+/** One query's ranked hits in one mode: features, whether each is right, and the score search answers today. */
+export interface QueryHits {
+  answerable: boolean;
+  features: RelevanceFeatures[];
+  relevant: boolean[];
+  /** The ranking's own top score (fused, raw BM25, cosine): what min_score filtered before calibration. */
+  rawTop: number;
+  /** How much the query counts in a fit (1 unless set: pooled sets are weighed equally). */
+  weight?: number;
+}
+
+export async function collectHits(
+  engine: Pick<Engine, 'search'>,
+  split: AbstentionSplit,
+  mode: CalibrationMode,
+): Promise<QueryHits[]> {
+  const out: QueryHits[] = [];
+  for (const [queries, answerable] of [[split.answerable, true], [split.unanswerable, false]] as const) {
+    for (const query of queries) {
+      const { results } = await engine.search.search({ query: query.query, mode, topK: HITS_PER_QUERY, minScore: 0, explain: true });
+      const expected = new Set(query.expected);
+      const raw = results[0]?.scores;
+      out.push({
+        answerable,
+        features: results.map((hit) => hit.features!),
+        relevant: results.map((hit) => expected.has(hit.tool.name)),
+        rawTop: (mode === 'hybrid' ? raw?.fused : mode === 'bm25' ? raw?.bm25 : raw?.vector) ?? 0,
+      });
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Logistic regression (Newton's method with a small ridge), on the mode's own features
+// ---------------------------------------------------------------------------------------------------------------
+
+export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridge = 1e-2): CalibrationModel {
+  const names = MODE_FEATURES[mode];
+  const rows: number[][] = [];
+  const labels: number[] = [];
+  const rowWeights: number[] = [];
+  for (const query of hits) {
+    query.features.forEach((features, i) => {
+      rows.push([1, ...names.map((name) => features[name])]);
+      labels.push(query.relevant[i] ? 1 : 0);
+      rowWeights.push(query.weight ?? 1);
+    });
+  }
+  const d = names.length + 1;
+  let w = new Array<number>(d).fill(0);
+  for (let iteration = 0; iteration < 50; iteration++) {
+    const gradient = new Array<number>(d).fill(0);
+    const hessian = Array.from({ length: d }, () => new Array<number>(d).fill(0));
+    rows.forEach((x, r) => {
+      const p = 1 / (1 + Math.exp(-x.reduce((sum, value, j) => sum + value * w[j]!, 0)));
+      const weight = rowWeights[r]! * p * (1 - p);
+      for (let j = 0; j < d; j++) {
+        gradient[j]! += rowWeights[r]! * (p - labels[r]!) * x[j]!;
+        for (let k = 0; k < d; k++) hessian[j]![k]! += weight * x[j]! * x[k]!;
+      }
+    });
+    for (let j = 1; j < d; j++) {
+      gradient[j]! += ridge * w[j]!;
+      hessian[j]![j]! += ridge;
+    }
+    const step = solve(hessian, gradient);
+    w = w.map((value, j) => value - step[j]!);
+    if (Math.max(...step.map(Math.abs)) < 1e-8) break;
+  }
+  const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
+  names.forEach((name, j) => (weights[name] = round(w[j + 1]!)));
+  return { intercept: round(w[0]!), weights };
+}
+
+function round(value: number): number {
+  return Math.round(value * 10_000) / 10_000;
+}
+
+/** Gaussian elimination with partial pivoting (the systems are at most 9×9). */
+function solve(matrix: number[][], vector: number[]): number[] {
+  const n = vector.length;
+  const a = matrix.map((row, i) => [...row, vector[i]!]);
+  for (let col = 0; col < n; col++) {
+    let pivot = col;
+    for (let row = col + 1; row < n; row++) if (Math.abs(a[row]![col]!) > Math.abs(a[pivot]![col]!)) pivot = row;
+    [a[col], a[pivot]] = [a[pivot]!, a[col]!];
+    const lead = a[col]![col]!;
+    if (Math.abs(lead) < 1e-12) continue;
+    for (let row = 0; row < n; row++) {
+      if (row === col) continue;
+      const factor = a[row]![col]! / lead;
+      for (let k = col; k <= n; k++) a[row]![k]! -= factor * a[col]![k]!;
+    }
+  }
+  return a.map((row, i) => (Math.abs(row[i]!) < 1e-12 ? 0 : row[n]! / row[i]!));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Abstention metrics
+// ---------------------------------------------------------------------------------------------------------------
+
+/** The top hit's calibrated score per query (0 for a query with no hit). */
+export function topScores(hits: readonly QueryHits[], model: CalibrationModel): number[] {
+  return hits.map((query) => (query.features.length === 0 ? 0 : calibratedScores(query.features.slice(0, 1), model)[0]!));
+}
+
+/** Area under the ROC curve of `scores` separating answerable (positive) from unanswerable queries; ties count half. */
+export function auc(scores: readonly number[], positive: readonly boolean[]): number {
+  let pairs = 0;
+  let wins = 0;
+  const pos = scores.filter((_, i) => positive[i]);
+  const neg = scores.filter((_, i) => !positive[i]);
+  for (const p of pos) for (const n of neg) {
+    pairs += 1;
+    wins += p > n ? 1 : p === n ? 0.5 : 0;
+  }
+  return pairs === 0 ? Number.NaN : wins / pairs;
+}
+
+/** The highest threshold that keeps `keep` of the answerable queries (their scores at or above it). */
+export function thresholdKeeping(scores: readonly number[], positive: readonly boolean[], keep = 0.95): number {
+  const pos = scores.filter((_, i) => positive[i]).sort((a, b) => b - a);
+  if (pos.length === 0) return 0;
+  return pos[Math.max(0, Math.ceil(keep * pos.length) - 1)]!;
+}
+
+/** Shares kept at a threshold: answerable queries kept, unanswerable ones turned away. */
+export function atThreshold(scores: readonly number[], positive: readonly boolean[], threshold: number): { kept: number; turnedAway: number } {
+  const pos = scores.filter((_, i) => positive[i]);
+  const neg = scores.filter((_, i) => !positive[i]);
+  return {
+    kept: pos.length === 0 ? Number.NaN : pos.filter((s) => s >= threshold).length / pos.length,
+    turnedAway: neg.length === 0 ? Number.NaN : neg.filter((s) => s < threshold).length / neg.length,
+  };
+}
+
+/** The highest threshold keeping `keep` of answerable queries when each group (a set's scores) weighs the same. */
+export function weightedThresholdKeeping(groups: readonly (readonly number[])[], keep = 0.95): number {
+  const weighted = groups.filter((group) => group.length > 0).flatMap((group) => group.map((score) => ({ score, weight: 1 / group.length })));
+  weighted.sort((a, b) => b.score - a.score);
+  const total = weighted.reduce((sum, item) => sum + item.weight, 0);
+  let sum = 0;
+  for (const item of weighted) {
+    sum += item.weight;
+    if (sum >= keep * total - 1e-12) return item.score;
+  }
+  return 0;
+}

@@ -1,0 +1,126 @@
+/**
+ * Calibrated relevance: a search hit's `score` as an estimate in [0, 1] that the tool answers the query, the same
+ * scale for every query and every mode (hybrid, BM25 alone or as the embeddings fallback, vector). Fused scores are
+ * normalised per query, so a query nothing answers scores about as high as one that is answered; a raw BM25 score grows
+ * with the query's length. The estimate instead reads signals that mean the same across queries (the share of the
+ * query BM25 matched, absolute cosine, how far a hit leads the next) through a logistic model per mode, fitted by
+ * `toolrouter calibrate` on catalogs with half their servers removed (BENCHMARKS.md, "Calibrated scores").
+ */
+import type { ScoredName } from '../indexing/lexical.js';
+
+/** The signals one hit is judged by. Signals a mode does not have are 0. */
+export interface RelevanceFeatures {
+  /** Share of the query's idf BM25 matched in this tool (0–1). */
+  coverage: number;
+  /** BM25 score over the query's best BM25 score. */
+  bm25Relative: number;
+  /** log(1 + raw BM25). */
+  bm25Log: number;
+  /** Cosine between query and tool (absolute; 0 when the vector signal did not return it). */
+  cosine: number;
+  /** Cosine above the tenth candidate's, over the room above it: (c − c10) / (1 − c10). */
+  cosineMargin: number;
+  /** The ranking score (fused, or the one signal's distribution-normalised score). */
+  ranking: number;
+  /** How far this hit's ranking score leads the next one's. */
+  lead: number;
+  /** 1 / (1 + rank). */
+  reciprocalRank: number;
+}
+
+export const FEATURE_NAMES = [
+  'coverage',
+  'bm25Relative',
+  'bm25Log',
+  'cosine',
+  'cosineMargin',
+  'ranking',
+  'lead',
+  'reciprocalRank',
+] as const;
+
+export type CalibrationMode = 'hybrid' | 'bm25' | 'vector';
+
+/** A fitted logistic model: score = σ(intercept + Σ weight · feature). */
+export interface CalibrationModel {
+  intercept: number;
+  weights: Record<(typeof FEATURE_NAMES)[number], number>;
+}
+
+/** Which features each mode's model reads: a mode without vectors has no cosine to read. */
+export const MODE_FEATURES: Record<CalibrationMode, readonly (typeof FEATURE_NAMES)[number][]> = {
+  hybrid: FEATURE_NAMES,
+  bm25: ['coverage', 'bm25Relative', 'bm25Log', 'ranking', 'lead', 'reciprocalRank'],
+  vector: ['cosine', 'cosineMargin', 'ranking', 'lead', 'reciprocalRank'],
+};
+
+/**
+ * The shipped models, as `toolrouter calibrate` prints them: fitted on the first abstention split of the fixture,
+ * LiveMCPBench and MetaTool (half of each catalog's servers removed; each set weighs the same), reported on the second
+ * (BENCHMARKS.md). Refit when a signal changes (fields, fusion, the model).
+ */
+export const DEFAULT_CALIBRATION: Record<CalibrationMode, CalibrationModel> = {
+  hybrid: {
+    intercept: -4.3361,
+    weights: { coverage: 2.5208, bm25Relative: -0.2979, bm25Log: 0.656, cosine: 0.9725, cosineMargin: 4.7692, ranking: -0.7635, lead: 1.1886, reciprocalRank: 0 },
+  },
+  bm25: {
+    intercept: -3.8286,
+    weights: { coverage: 2.9758, bm25Relative: 0, bm25Log: 1.4821, cosine: 0, cosineMargin: 0, ranking: -3.6443, lead: 2.3753, reciprocalRank: 0 },
+  },
+  vector: {
+    intercept: -9.1159,
+    weights: { coverage: 0, bm25Relative: 0, bm25Log: 0, cosine: 4.6394, cosineMargin: 4.3955, ranking: 4.3448, lead: -1.8768, reciprocalRank: 0 },
+  },
+};
+
+export function relevance(features: RelevanceFeatures, model: CalibrationModel): number {
+  let z = model.intercept;
+  for (const name of FEATURE_NAMES) z += model.weights[name] * features[name];
+  return 1 / (1 + Math.exp(-z));
+}
+
+/**
+ * Each ranked hit's features, from the signals' candidate lists and the ranking made of them (best first). Query-level
+ * context (the best BM25 score, the tenth cosine) comes from the full candidate lists, not from what a caller may see.
+ */
+export function rankedFeatures(
+  ranked: readonly { name: string; score: number }[],
+  lexical: readonly ScoredName[],
+  semantic: readonly ScoredName[],
+): RelevanceFeatures[] {
+  const lexicalByName = new Map(lexical.map((hit) => [hit.name, hit]));
+  const cosineByName = new Map(semantic.map((hit) => [hit.name, hit.score]));
+  const topBm25 = lexical[0]?.score ?? 0;
+  const tenth = semantic.length === 0 ? 0 : semantic[Math.min(9, semantic.length - 1)]!.score;
+  const room = 1 - tenth;
+  return ranked.map((hit, rank) => {
+    const bm25 = lexicalByName.get(hit.name);
+    const cosine = cosineByName.get(hit.name);
+    const next = ranked[rank + 1]?.score ?? 0;
+    return {
+      coverage: bm25?.coverage ?? 0,
+      bm25Relative: bm25 && topBm25 > 0 ? bm25.score / topBm25 : 0,
+      bm25Log: bm25 ? Math.log1p(bm25.score) : 0,
+      cosine: cosine ?? 0,
+      cosineMargin: cosine !== undefined && room > 0 ? Math.max(0, (cosine - tenth) / room) : 0,
+      ranking: hit.score,
+      lead: Math.max(0, hit.score - next),
+      reciprocalRank: 1 / (1 + rank),
+    };
+  });
+}
+
+/**
+ * Calibrated scores for a ranking, best first. Never above the hit ranked before: the order is the ranking's, and a
+ * relevance estimate that rose down the list would say the ranking is wrong without changing it.
+ */
+export function calibratedScores(features: readonly RelevanceFeatures[], model: CalibrationModel): number[] {
+  const scores: number[] = [];
+  let ceiling = 1;
+  for (const hit of features) {
+    ceiling = Math.min(ceiling, relevance(hit, model));
+    scores.push(ceiling);
+  }
+  return scores;
+}
