@@ -32,6 +32,12 @@ export interface RewriteOptions {
   sticky?: readonly string[];
   /** Most tools forwarded, whatever keeps them (chat.maxTools, less any slot the caller reserves). */
   maxTools?: number;
+  /**
+   * The caller adds its search tool to a trimmed request: when no tool reaches search.minScore (the calibrated
+   * relevance, src/search/calibration.ts) only the rule-kept and sticky tools are forwarded, and the model searches.
+   * Without it a request where nothing fits keeps the top k, as a guess is better than no tools at all.
+   */
+  abstain?: boolean;
 }
 
 export interface Decision {
@@ -100,7 +106,7 @@ export class ToolRewriter {
     const access = options.access ?? Access.open;
     const rewrite = options.useCatalog
       ? await this.fromCatalog(request, options.k, access)
-      : await this.fromRequest(request, options.k, access.scope, options.sticky ?? []);
+      : await this.fromRequest(request, options.k, access.scope, options.sticky ?? [], options.abstain ?? false);
     return this.cap(request, rewrite, options.maxTools);
   }
 
@@ -155,8 +161,7 @@ export class ToolRewriter {
       candidates: Math.max(settings.candidates, k + excluded),
       // Pinned tools are a keep-rule here; the request's own search must not hide them.
       pinned: [],
-      // The request's tools fill k as before: abstaining here (forwarding only kept tools and the search tool) is the
-      // chat proxy's to decide, and not done yet.
+      // The request's tools fill k; whether nothing fits at all (abstaining) is decided on the top score (fromRequest).
       minScore: 0,
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
     }, this.deps.search.feedback, undefined, this.deps.search.metrics);
@@ -212,7 +217,7 @@ export class ToolRewriter {
     };
   }
 
-  private async fromRequest(request: ToolRequest, k: number, scope: string | undefined, earlier: readonly string[]): Promise<Rewrite> {
+  private async fromRequest(request: ToolRequest, k: number, scope: string | undefined, earlier: readonly string[], abstain: boolean): Promise<Rewrite> {
     const { tools } = request;
     const settings = this.deps.search.settings;
     const required = requiredTools(request, settings.pinned);
@@ -232,7 +237,7 @@ export class ToolRewriter {
     if (query === '') return unchanged('no_query');
 
     const { index, hit } = await this.deps.cache.get(functions);
-    const { results } = await this.requestSearch(index, k, requiredHere + sticky.size).search({
+    const ranked = await this.requestSearch(index, k, requiredHere + sticky.size).search({
       query,
       topK: k,
       mode: this.mode,
@@ -240,7 +245,9 @@ export class ToolRewriter {
       feedbackScope: scope,
     });
     const cache = hit ? 'hit' : 'miss';
-    if (results.length === 0) return unchanged('no_match', query, cache);
+    if (ranked.results.length === 0) return unchanged('no_match', query, cache);
+    // Scores are calibrated and ranked best first: the top one below min_score means nothing in the list fits.
+    const results = abstain && ranked.results[0]!.score < (settings.minScore ?? 0) ? [] : ranked.results;
 
     const selection = selectRequestTools(
       tools,

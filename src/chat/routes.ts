@@ -204,6 +204,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
         ...options,
         sticky: options.useCatalog ? [] : sticky.get(keys),
         maxTools: config.chat.maxTools - (searchable ? 1 : 0),
+        abstain: searchable,
       });
     } catch (error) {
       if (error instanceof OpenAiError || !config.chat.failOpen) throw error;

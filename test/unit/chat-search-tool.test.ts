@@ -99,6 +99,26 @@ describe('search tool: a trimmed request still reaches the tool it needs', () =>
     assert.equal(await counter(api, 'toolrouter_chat_search_calls_total', { api: 'chat', result: 'found' }), before + 1);
   });
 
+  it('abstains when no tool fits (calibrated score below search.minScore): only the search tool goes up, and a search finds the tool', async () => {
+    // Words no tool's text has: the calibrated top score is below the default min_score.
+    const nothing = [user('Zorblat quixnid the frumious vellichor.')];
+    const decision = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', messages: nothing, tools: TOOLS });
+    assert.equal(decision.status, 200);
+    assert.deepEqual(chatNames(decision.json.request.tools), ['search_tools'], 'no ranked tool is kept');
+    assert.equal(decision.json.decision.dropped.length, TOOLS.length);
+    // The same request with a query some tool answers keeps its k ranked tools.
+    const answered = await post(`${api.url}/v1/tools/rewrite`, { model: 'm', messages: emailTo('Dora'), tools: TOOLS });
+    assert.equal(answered.json.decision.kept.filter((tool: any) => tool.reason === 'ranked').length, 1);
+
+    const final = toolCallCompletion('call_weather', NEEDED, { city: 'Lisbon' });
+    llm.respond(scripted(jsonBody(() => toolCallCompletion('call_search', 'search_tools', ASK)), jsonBody(() => final)));
+    const answer = await post(completions, { model: 'm', messages: nothing, tools: TOOLS });
+    assert.equal(answer.status, 200, answer.raw.toString());
+    assert.deepEqual(answer.json, final);
+    assert.deepEqual(chatNames(llm.received[0]!.json.tools), ['search_tools']);
+    assert.ok(chatNames(llm.received[1]!.json.tools).includes(NEEDED));
+  });
+
   it('chat, streamed: holds the turn that calls the search tool and streams the final one byte for byte', async () => {
     const final = textChunks('The forecast for Lisbon is sunny.');
     llm.respond(scripted(sse(() => toolCallChunks('call_search', 'search_tools', ASK)), sse(() => final)));
