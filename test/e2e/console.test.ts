@@ -130,7 +130,8 @@ describe('web console (headless Chromium)', () => {
     for (const query of queries) {
       const lexical = (await apiNames({ query, top_k: 5, weights: { bm25: 1, vector: 0 } })).map((hit) => hit.name);
       const semantic = (await apiNames({ query, top_k: 5, weights: { bm25: 0, vector: 1 } })).map((hit) => hit.name);
-      if (lexical.length === 5 && semantic.length === 5 && lexical[0] !== semantic[0]) {
+      // Single-signal weights score lower on the calibrated scale, so min_score may leave fewer than 5 of either.
+      if (lexical.length >= 2 && semantic.length >= 2 && lexical[0] !== semantic[0]) {
         chosen = { query, lexical, semantic };
         break;
       }
