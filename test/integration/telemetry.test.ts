@@ -153,7 +153,10 @@ describe('OpenTelemetry traces across the API, a worker and the upstreams', () =
     assert.match(textOf(result), /refund_payment/);
     const search = await receiver.waitFor('search span', (s) => s.name === 'toolrouter.search' && s.attributes['toolrouter.search.top_k'] === 2);
     assert.equal(search.attributes['toolrouter.search.mode'], 'hybrid');
-    assert.equal(search.attributes['toolrouter.search.hits'], 2);
+    // As many hits as the answer has (min_score may leave fewer than top_k).
+    const answered = (result.structuredContent as { tools: unknown[] }).tools.length;
+    assert.ok(answered >= 1 && answered <= 2);
+    assert.equal(search.attributes['toolrouter.search.hits'], answered);
     assert.equal(search.attributes['toolrouter.search.rerank'], false);
     assert.equal(search.attributes['toolrouter.search.query'], undefined);
     const server = await span(search.parentSpanId, 'the search span parent');
