@@ -37,6 +37,15 @@ export class WorkerProcess {
     return this.logs.filter((line) => line.msg === 'index build finished' && line.outcome === 'built');
   }
 
+  /**
+   * The finished-build log line of `catalogHash`'s job. The API hears the swap over Redis pub/sub, which can overtake
+   * the worker's log line on its way through the stderr pipe (a loaded machine): tests that look at what a build
+   * embedded wait for this line instead of taking the last one seen.
+   */
+  buildOf(catalogHash: string): Promise<Record<string, unknown>> {
+    return this.waitFor((line) => line.msg === 'index build finished' && line.jobId === catalogHash);
+  }
+
   async waitFor(predicate: (line: Record<string, unknown>) => boolean, timeoutMs = 60_000): Promise<Record<string, unknown>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {

@@ -207,7 +207,10 @@ describe('openai provider with Redis and a real worker process', () => {
     const first = await ready();
     assert.equal(first.model, 'openai:stand-in');
     assert.ok(server.received.some((r) => r.authorization === 'Bearer sk-worker'));
-    const built = worker.builds().at(-1)!;
+    // Not `builds().at(-1)`: the swap can reach the API before the worker's log line reaches this process, and the
+    // last line seen would then be an earlier build's (the empty catalog the API started with).
+    const built = await worker.buildOf(first.indexedHash);
+    assert.equal(built.outcome, 'built');
     assert.ok(Number(built.embedded) >= 40);
 
     // Down for the first attempts of the next build: attempt 1 (two requests) and attempt 2 fail, a later one builds.
@@ -222,7 +225,7 @@ describe('openai provider with Redis and a real worker process', () => {
     const final = await ready();
     assert.notEqual(final.indexedHash, first.indexedHash);
     assert.ok(worker.logs.filter((line) => line.msg === 'index build failed').length > failedBefore, 'a build attempt failed first');
-    assert.equal(worker.builds().at(-1)!.embedded, 1, 'only the changed tool is embedded again');
+    assert.equal((await worker.buildOf(final.indexedHash)).embedded, 1, 'only the changed tool is embedded again');
     const found = await api.post('/v1/tools/search', { query: 'carrier pigeon quarterly', mode: 'vector' });
     assert.equal(found.body.results[0]?.name, tools[9]!.name);
   });

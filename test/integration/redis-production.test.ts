@@ -64,11 +64,10 @@ async function servedEverywhere(apis: RunningRouter[], catalogHash: string): Pro
  */
 async function exercise(deployment: Deployment, source: string, weight: number): Promise<{ key: string; catalogHash: string }> {
   const [first, second] = deployment.apis as [RunningRouter, RunningRouter];
-  const builds = deployment.worker.builds().length;
   const put = await admin(first, 'PUT', `/v1/catalog/sources/${source}`, { tools: syntheticTools(30, source) });
   assert.equal(put.status, 200, JSON.stringify(put.body));
   await servedEverywhere([first, second], put.body.catalogHash);
-  assert.ok(deployment.worker.builds().length > builds, 'the worker built it');
+  assert.equal((await deployment.worker.buildOf(put.body.catalogHash)).outcome, 'built', 'the worker built it');
   const found = await search(second, `${source}7`);
   assert.ok(found.some((name) => name.startsWith(`${source}_7_`)), `${source}_7_* found on the second instance: ${found.join(', ')}`);
   assert.deepEqual(await search(first, `${source}7`), found, 'both instances answer from the same index');
@@ -106,11 +105,11 @@ describe('Redis Cluster (3 masters)', () => {
     const tools = syntheticTools(200, 'cached');
     const put = await admin(first, 'PUT', '/v1/catalog/sources/cached', { tools });
     await servedEverywhere(deployment!.apis, put.body.catalogHash);
-    assert.ok(Number(deployment!.worker.builds().at(-1)!.embedded) >= 200);
+    assert.ok(Number((await deployment!.worker.buildOf(put.body.catalogHash)).embedded) >= 200);
     tools[100] = { ...tools[100]!, description: 'Send a carrier pigeon with the quarterly numbers.' };
     const changed = await admin(first, 'PUT', '/v1/catalog/sources/cached', { tools });
     await servedEverywhere(deployment!.apis, changed.body.catalogHash);
-    assert.equal(deployment!.worker.builds().at(-1)!.embedded, 1, 'the other 199 vectors came from the cache (MGET on the cluster)');
+    assert.equal((await deployment!.worker.buildOf(changed.body.catalogHash)).embedded, 1, 'the other 199 vectors came from the cache (MGET on the cluster)');
   });
 
   it('every key of the deployment (BullMQ included) is in one hash slot; the nodes hold nothing else of it', async () => {
