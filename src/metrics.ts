@@ -11,6 +11,16 @@ export class Metrics {
 
   // Chat-completions proxy. Counted for requests actually forwarded upstream, not for dry runs on /v1/tools/rewrite.
 
+  /**
+   * 1 when the last keyed read/write on toolrouter's Redis slot (cluster) or master (Sentinel) succeeded, 0 when it
+   * failed (src/redis/health.ts; run every redis.healthCheckMs). Absent without Redis.
+   */
+  readonly redisUp = new Gauge({
+    name: 'toolrouter_redis_up',
+    help: 'Whether the last keyed write and read on the Redis node holding toolrouter\'s keys succeeded (1) or not (0)',
+    registers: [this.registry],
+  });
+
   readonly chatToolsKept = new Counter({
     name: 'toolrouter_chat_tools_kept_total',
     help: 'Tools forwarded to the upstream LLM by the chat-completions proxy',

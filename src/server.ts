@@ -90,6 +90,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
         log,
         connectionName: `toolrouter-api:${config.queue.prefix}:${randomUUID().slice(0, 8)}`,
         generationCheckMs: config.queue.generationCheckMs,
+        healthGauge: metrics.redisUp,
       })
     : undefined;
   if (bus) closers.push(() => bus.close());
@@ -115,12 +116,14 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(() => defaults.close());
   // Every holder listens now: the generation marker is claimed, and a Redis that lost its data gets their state back.
   await bus?.start();
+  // From now on writes are refused at once while the slot (or master) toolrouter writes to is away, and /ready says so.
+  bus?.health.start();
 
   // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
   const gate = bus ? new RedisGate(bus.redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
-    bus ? new RedisKeyStore(bus.redis, redisKeys, gate) : new MemoryKeyStore(),
+    bus ? new RedisKeyStore(bus.redis, redisKeys, gate, bus.writes) : new MemoryKeyStore(),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
   );
 
@@ -166,6 +169,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     errorShapes: [{ matches: isAnthropicPath, send: sendAnthropicError }, { matches: isProxyPath, send: sendOpenAiError }, mcpErrorShape],
     tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults },
     redis,
+    ...(bus ? { redisHealth: bus.health } : {}),
     auth,
     security: config.security,
     // Without a key anyone who can reach the service is served, so who may reach it is checked: an open service, and

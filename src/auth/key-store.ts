@@ -52,10 +52,16 @@ export class RedisKeyStore implements KeyStore {
     private readonly keys: RedisKeys,
     /** Lookups on a request's path go through it, so an outage answers from lastKnown at once. */
     private readonly gate?: RedisGate,
+    /** Key writes go through it (the bus's `writes`): 503 within redis.commandTimeoutMs during an outage. */
+    private readonly writes?: RedisGate,
   ) {}
 
+  private write<T>(action: string, command: (redis: RedisClient) => Promise<T>): Promise<T> {
+    return this.writes ? this.writes.run(action, command) : withRedis(action, () => command(this.redis));
+  }
+
   async add(record: KeyRecord): Promise<void> {
-    await withRedis('storing the key', () => this.redis.hset(this.keys.apiKeys, record.secretHash, JSON.stringify(record)));
+    await this.write('storing the key', (redis) => redis.hset(this.keys.apiKeys, record.secretHash, JSON.stringify(record)));
   }
 
   async bySecretHash(secretHash: string): Promise<KeyRecord | undefined> {
@@ -90,8 +96,8 @@ export class RedisKeyStore implements KeyStore {
 
   async remove(secretHashes: string[]): Promise<KeyRecord[]> {
     if (secretHashes.length === 0) return [];
-    const stored = await withRedis('deleting keys', () => this.redis.hmget(this.keys.apiKeys, ...secretHashes));
-    await withRedis('deleting keys', () => this.redis.hdel(this.keys.apiKeys, ...secretHashes));
+    const stored = await this.write('deleting keys', (redis) => redis.hmget(this.keys.apiKeys, ...secretHashes));
+    await this.write('deleting keys', (redis) => redis.hdel(this.keys.apiKeys, ...secretHashes));
     for (const hash of secretHashes) {
       this.lastKnown.delete(hash);
       this.lastRaw.delete(hash);

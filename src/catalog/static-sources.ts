@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { withRedis, type RedisClient, type RedisKeys } from '../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { Catalog, CatalogSnapshot } from './catalog.js';
 
@@ -69,7 +69,7 @@ export class RedisStaticSources implements StaticSources {
     // One serialization for Redis and for `held`: at 100k tools it is ~100 MB and a second of work. A source without a
     // description is stored as its tool array, as before descriptions existed.
     const stored = JSON.stringify(description === undefined ? valid : { description, tools: valid });
-    await withRedis('storing the source', () => this.redis.hset(this.keys.staticSources, source, stored));
+    await this.bus.writes.run('storing the source', (redis) => redis.hset(this.keys.staticSources, source, stored));
     const snapshot = await this.catalog.setSourceInSlices(source, valid, { validated: true, ...(description === undefined ? {} : { description }) });
     this.held.set(source, stored);
     await this.announce(source);
@@ -77,7 +77,7 @@ export class RedisStaticSources implements StaticSources {
   }
 
   async delete(source: string): Promise<boolean> {
-    const removedStored = await withRedis('deleting the source', () => this.redis.hdel(this.keys.staticSources, source));
+    const removedStored = await this.bus.writes.run('deleting the source', (redis) => redis.hdel(this.keys.staticSources, source));
     const removedHere = this.catalog.removeSource(source);
     this.held.delete(source);
     if (removedStored > 0) await this.announce(source);
@@ -117,7 +117,8 @@ export class RedisStaticSources implements StaticSources {
   /** Best effort: the source is stored; an instance that misses this re-reads every source when it reconnects. */
   private async announce(source: string): Promise<void> {
     try {
-      await this.redis.publish(this.keys.staticSourcesChannel, JSON.stringify({ source, origin: this.origin }));
+      // Bounded like the write before it: an outage starting now must not hold the answer for the stored source.
+      await this.bus.writes.run('announcing the source', (redis) => redis.publish(this.keys.staticSourcesChannel, JSON.stringify({ source, origin: this.origin })));
     } catch (error) {
       this.log.warn({ err: error, source }, 'could not announce a static source change to other instances');
     }

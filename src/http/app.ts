@@ -49,6 +49,11 @@ export interface AppDependencies {
   errorShapes?: FaceErrorShape[];
   /** The Redis connection of the shared index pipeline; /ready checks it answers. */
   redis?: RedisClient;
+  /**
+   * The keyed read/write probe of the slot (cluster) or master (Sentinel) toolrouter writes to (src/redis/health.ts);
+   * when given, /ready's Redis check is this probe rather than a PING of `redis`.
+   */
+  redisHealth?: { check(): Promise<{ ok: boolean; detail?: string }> };
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
   tuning?: TuningDependencies;
   /** The web console's static files (src/console, or dist/src/console once built); absent, /console is not served. */

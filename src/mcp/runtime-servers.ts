@@ -10,7 +10,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { RedisBus } from '../redis/bus.js';
-import { withRedis, type RedisClient, type RedisKeys } from '../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../redis/connection.js';
 import type { UpstreamServerConfig } from './upstream.js';
 
 /** What applies a stored server: the upstream manager. */
@@ -122,14 +122,14 @@ export class RedisRuntimeServers implements RuntimeServerStore {
 
   async put(name: string, config: UpstreamServerConfig): Promise<void> {
     const stored = JSON.stringify(config);
-    await withRedis('storing the MCP server', () => this.redis.hset(this.keys.mcpServers, name, stored));
+    await this.bus.writes.run('storing the MCP server', (redis) => redis.hset(this.keys.mcpServers, name, stored));
     this.held.set(name, stored);
     await this.target.put(name, config);
     await this.announce(name);
   }
 
   async delete(name: string): Promise<boolean> {
-    const removed = await withRedis('deleting the MCP server', () => this.redis.hdel(this.keys.mcpServers, name));
+    const removed = await this.bus.writes.run('deleting the MCP server', (redis) => redis.hdel(this.keys.mcpServers, name));
     const here = this.held.delete(name);
     if (here) await this.target.remove(name);
     if (removed > 0) await this.announce(name);

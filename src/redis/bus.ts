@@ -1,8 +1,9 @@
 import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
-import { connectRedis, describeRedis, type RedisClient, type RedisKeys } from './connection.js';
+import { connectRedis, describeRedis, RedisGate, type RedisClient, type RedisKeys } from './connection.js';
 import { RedisGeneration } from './generation.js';
-import type { RedisSettings } from './settings.js';
+import { RedisHealth } from './health.js';
+import { DEFAULT_COMMAND_TIMEOUT_MS, DEFAULT_HEALTH_CHECK_MS, type RedisSettings } from './settings.js';
 
 /** What a process needs to open its bus (the way BullMQ gives each class its own options). */
 export interface RedisBusOptions {
@@ -21,6 +22,8 @@ export interface RedisBusOptions {
    * data. Unset: no check (a process that holds nothing others need, such as an index worker).
    */
   generationCheckMs?: number;
+  /** Set to 1 or 0 after every health probe (the API's `toolrouter_redis_up`). */
+  healthGauge?: { set(value: number): void };
 }
 
 /** What the owner of a channel does with its messages, after a reconnect, and after Redis lost its data. */
@@ -49,6 +52,16 @@ const MAX_RECOVERY_DELAY_MS = 5_000;
 export class RedisBus {
   readonly redis: RedisClient;
   readonly keys: RedisKeys;
+  /**
+   * The keyed read/write probe of the slot (cluster) or master (Sentinel) toolrouter writes to; `/ready` shows it. Its
+   * timer runs once `health.start()` is called (the API does; a worker serves no writes).
+   */
+  readonly health: RedisHealth;
+  /**
+   * Writes on a request's path (catalog sources, keys, runtime servers, search settings) go through it: refused at once
+   * while the probe or the connection says Redis is away, bounded by redis.commandTimeoutMs otherwise.
+   */
+  readonly writes: RedisGate;
   private subscriber: RedisClient | undefined;
   private readonly handlers = new Map<string, ChannelHandler>();
   private readonly generation: RedisGeneration | undefined;
@@ -63,6 +76,9 @@ export class RedisBus {
     this.keys = options.keys;
     this.settings = options.redis ?? { url: options.url };
     this.redis = connectRedis(this.settings, options.connectionName, options.log);
+    const timeoutMs = this.settings.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.health = new RedisHealth(this.redis, this.keys, { timeoutMs, intervalMs: this.settings.healthCheckMs ?? DEFAULT_HEALTH_CHECK_MS, log: options.log, gauge: options.healthGauge });
+    this.writes = new RedisGate(this.redis, { timeoutMs, cooldownMs: 0, health: this.health });
     // A message heard while only the command connection was down could not be acted on (a handler re-reads through
     // it): a reconnect of either connection re-reads everything.
     let commandsWereReady = false;
@@ -110,6 +126,7 @@ export class RedisBus {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.health.close();
     this.generation?.close();
     this.subscriber?.disconnect();
     this.redis.disconnect();

@@ -150,12 +150,23 @@ export class RedisKeys {
   }
 }
 
-/** Redis could not be reached: the request failed, and nothing was changed. */
+/**
+ * Redis could not be reached: the request failed. `sent: false` (the default) means the command never left this
+ * process, so nothing was changed; `sent: true` means it went out and no answer came in time, so Redis may still apply
+ * it when it comes back (every toolrouter write stores a whole value, so repeating the request is safe).
+ */
 export class RedisUnavailableError extends ToolrouterError {
   override readonly name = 'RedisUnavailableError';
 
-  constructor(action: string, cause: unknown) {
-    super('redis_unavailable', `Redis is unavailable, so ${action} failed and nothing was changed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  constructor(action: string, cause: unknown, options: { sent?: boolean } = {}) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      'redis_unavailable',
+      options.sent
+        ? `Redis did not answer in time, so ${action} may not have been applied (it may still be, once Redis answers; repeating the request is safe): ${reason}`
+        : `Redis is unavailable, so ${action} failed and nothing was changed: ${reason}`,
+      { cause },
+    );
   }
 }
 
@@ -168,42 +179,74 @@ export async function withRedis<T>(action: string, command: () => Promise<T>): P
   }
 }
 
+/** What a gate asks before sending: RedisHealth (src/redis/health.ts) in the API. */
+export interface RedisUsability {
+  readonly usable: boolean;
+  readonly lastCheck: { ok: boolean; detail?: string };
+  /** Probes again (a failed command may be the first sign of an outage). */
+  check(): Promise<unknown>;
+}
+
+export interface RedisGateOptions {
+  /** How long a command may take before the caller hears 503 (security.redisTimeoutMs, redis.commandTimeoutMs). */
+  timeoutMs: number;
+  /** How long after a failure commands are refused without trying; 0: only while the connection or probe says so. */
+  cooldownMs: number;
+  /** The probe of the slot toolrouter writes to: while it fails, commands are refused at once. */
+  health?: RedisUsability;
+}
+
 /**
- * Guards commands on a request's path (key lookups, rate counters) so a Redis outage costs a request at most one
- * timeout, not ioredis's reconnect retries (about 14 s each while Redis is down): while the connection is not ready, or
- * for `cooldownMs` after a command failed or timed out, commands are refused at once and callers use their in-memory
- * fallbacks.
+ * Guards commands on a request's path (key lookups, rate counters, catalog and key writes) so a Redis outage costs a
+ * request at most one timeout, not ioredis's reconnect retries (5-15 s while Redis is down, or a cluster's redirections
+ * while the node serving the slot is gone): while the connection is not ready, the probe fails, or for `cooldownMs`
+ * after a command failed or timed out, commands are refused at once (nothing is sent) and callers answer 503 or use
+ * their in-memory fallbacks.
  */
 export class RedisGate {
   private openUntil = 0;
 
   constructor(
     readonly redis: RedisClient,
-    private readonly options: { timeoutMs: number; cooldownMs: number },
+    private readonly options: RedisGateOptions,
   ) {}
 
   /** False while the connection is down or recently failed: callers should not even try. */
   get available(): boolean {
-    return this.redis.status === 'ready' && Date.now() >= this.openUntil;
+    return this.redis.status === 'ready' && Date.now() >= this.openUntil && (this.options.health?.usable ?? true);
   }
 
   /** Runs a command within the timeout; throws RedisUnavailableError at once when Redis is known to be away. */
   async run<T>(action: string, command: (redis: RedisClient) => Promise<T>): Promise<T> {
-    if (!this.available) throw new RedisUnavailableError(action, new Error(`connection ${this.redis.status}`));
+    if (!this.available) throw new RedisUnavailableError(action, new Error(this.whyUnavailable()));
     let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
     try {
       return await Promise.race([
         command(this.redis),
         new Promise<never>((_resolve, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${this.options.timeoutMs} ms`)), this.options.timeoutMs);
+          timer = setTimeout(() => {
+            timedOut = true;
+            reject(new Error(`no answer within ${this.options.timeoutMs} ms`));
+          }, this.options.timeoutMs);
         }),
       ]);
     } catch (error) {
       this.openUntil = Date.now() + this.options.cooldownMs;
-      throw new RedisUnavailableError(action, error);
+      void this.options.health?.check();
+      // An error from Redis or ioredis (refused, dropped from the offline queue, too many redirections) means the write
+      // did not happen; only a timeout leaves it in flight.
+      throw new RedisUnavailableError(action, error, { sent: timedOut });
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  private whyUnavailable(): string {
+    if (this.redis.status !== 'ready') return `connection ${this.redis.status}`;
+    const health = this.options.health;
+    if (health && !health.usable) return health.lastCheck.detail ?? 'the node serving toolrouter\'s keys is not connected';
+    return 'a command failed moments ago';
   }
 }
 

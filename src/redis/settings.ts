@@ -52,6 +52,18 @@ export const redisSettingsSchema = z
     tls: tlsSchema.optional(),
     sentinel: sentinelSchema.optional(),
     cluster: clusterSchema.optional(),
+    /**
+     * How long a write on a request's path (catalog sources, keys, runtime servers, search settings) and the readiness
+     * probe wait for Redis before answering 503: a client hears "try later" within its own budget, not after ioredis's
+     * reconnect retries (5-15 s). While the probe or the connection already says Redis is away, writes are refused at
+     * once and nothing is sent. Default DEFAULT_COMMAND_TIMEOUT_MS.
+     */
+    commandTimeoutMs: z.number().int().min(50).max(60_000).optional(),
+    /**
+     * How often the API's keyed read/write on toolrouter's hash slot (cluster) or the master (Sentinel) runs in the
+     * background. Default DEFAULT_HEALTH_CHECK_MS.
+     */
+    healthCheckMs: z.number().int().min(100).max(600_000).optional(),
   })
   .strict()
   .superRefine((settings, ctx) => {
@@ -61,6 +73,11 @@ export const redisSettingsSchema = z
   .prefault({});
 
 export type RedisSettings = z.infer<typeof redisSettingsSchema>;
+
+/** redis.commandTimeoutMs when unset: well inside the 2 s a client should wait to hear "try later". */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 1_000;
+/** redis.healthCheckMs when unset. */
+export const DEFAULT_HEALTH_CHECK_MS = 1_000;
 export type RedisForm = 'url' | 'sentinel' | 'cluster';
 
 /** Which form is configured; undefined: no Redis. */

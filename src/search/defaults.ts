@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { withRedis, type RedisClient, type RedisKeys } from '../redis/connection.js';
+import type { RedisClient, RedisKeys } from '../redis/connection.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { FusionMethod, FusionWeights } from './fusion.js';
 import type { SearchService } from './search.js';
@@ -180,9 +180,9 @@ class RedisSearchDefaults extends LocalSearchDefaults {
 
   private async announce(applied: Announcement['applied']): Promise<void> {
     // A reset is stored too (as `applied: null`): an instance that missed its announcement must still learn of it.
-    const message = await withRedis('changing the search settings', async () =>
+    const message = await this.bus.writes.run('changing the search settings', async (redis) =>
       String(
-        await this.redis.eval(
+        await redis.eval(
           ANNOUNCE_SCRIPT,
           2,
           this.keys.searchSettingsVersion,

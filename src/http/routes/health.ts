@@ -10,7 +10,7 @@ interface Check {
   detail?: string;
 }
 
-export function healthRoutes({ indexes, redis, indexGraceMs, metrics }: Pick<AppDependencies, 'indexes' | 'redis' | 'indexGraceMs' | 'metrics'>): Router {
+export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics }: Pick<AppDependencies, 'indexes' | 'redis' | 'redisHealth' | 'indexGraceMs' | 'metrics'>): Router {
   const router = Router();
   const grace = indexGraceMs ?? 300_000;
   /** Since when the live index has not been built for the current catalog (per catalog hash). */
@@ -21,7 +21,8 @@ export function healthRoutes({ indexes, redis, indexGraceMs, metrics }: Pick<App
   router.get('/health', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  // Ready when searches can be answered (an index is loaded) and catalog writes can be (Redis answers, when used).
+  // Ready when searches can be answered (an index is loaded) and catalog writes can be: Redis takes a write where
+  // toolrouter's keys are (the node serving their hash slot on a cluster, the current master under Sentinel).
   router.get('/ready', async (_req, res) => {
     const status = indexes.status();
     const checks: Record<string, Check> = {
@@ -41,7 +42,8 @@ export function healthRoutes({ indexes, redis, indexGraceMs, metrics }: Pick<App
     } else {
       behind = undefined;
     }
-    if (redis) checks.redis = await pingRedis(redis);
+    if (redisHealth) checks.redis = await redisHealth.check();
+    else if (redis) checks.redis = await pingRedis(redis);
     const failing = Object.keys(checks).filter((name) => !checks[name]!.ok);
     const ready = failing.length === 0;
     res.status(ready ? 200 : 503).json({ ready, index: status.state, checks, failing });
