@@ -331,9 +331,12 @@ function openConnection(settings: RedisSettings, name: string, options: ConnectO
       ...(sentinel.db !== undefined ? { db: sentinel.db } : {}),
       // TLS reaches the master and the sentinels alike (managed Sentinel setups terminate TLS on both).
       ...(tls ? { tls, sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
-      // Sentinel's failover notice (+switch-master) moves this connection to the new master at once, not on its next
-      // failed command.
-      failoverDetector: true,
+      // No failoverDetector: its +switch-master handler closes the connector even while the connection is reconnecting
+      // through Sentinel, and ioredis then ends that connection for good (status `end`, never retried). Seen here on a
+      // subscriber after a master was killed: the API never heard another index swap. Sentinel itself drops the clients
+      // of a demoted master (CLIENT KILL on reconfiguration) and a write to one answers READONLY (followFailover), so
+      // every connection finds the new master through Sentinel anyway.
+      failoverDetector: false,
       sentinelRetryStrategy: retryStrategy,
     });
   }

@@ -30,6 +30,13 @@ export interface IndexWorker {
   close(): Promise<void>;
 }
 
+/**
+ * How long a worker holding no job lets BullMQ close cleanly before it lets go of its connections. A fresh worker closes
+ * in about 0.2 s; one that lived through a failover may wait forever on a command queued for a node that went away
+ * (BullMQ's connections retry without limit), though nothing it holds needs finishing.
+ */
+export const IDLE_CLOSE_GRACE_MS = 2_000;
+
 /** A BullMQ worker that builds indexes: embeds what the shared cache lacks, stores the artifact, promotes it. */
 export async function startIndexWorker(options: IndexWorkerOptions, log: Logger): Promise<IndexWorker> {
   if (!redisForm(options.redis)) throw new Error('the index worker needs Redis: set REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES');
@@ -51,15 +58,26 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
     hnsw: options.hnsw,
     retention: options.queue.retention,
   };
+  // Jobs in hand: close() waits for them, and only for them.
+  let active = 0;
+  const idleWaiters = new Set<() => void>();
+  const untilIdle = () => (active === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.add(resolve)));
   const bullmqConnection = connectRedis(options.redis, `${bus.connectionName}:bullmq`, log, { maxRetriesPerRequest: null });
   const worker = new Worker<BuildJobData, BuildJobResult>(
     keys.indexQueue,
     async (job: Job<BuildJobData>) => {
-      log.info({ jobId: job.id, catalogHash: job.data.catalogHash, version: job.data.version, attempt: job.attemptsMade + 1 }, 'index build started');
-      const result = await indexBuildSpan({ id: job.id, ...job.data, attempt: job.attemptsMade + 1 }, () => runBuildJob(job.data, deps));
-      log.info({ jobId: job.id, ...result }, 'index build finished');
-      if (options.metrics) recordBuild(options.metrics, result);
-      return result;
+      active++;
+      try {
+        log.info({ jobId: job.id, catalogHash: job.data.catalogHash, version: job.data.version, attempt: job.attemptsMade + 1 }, 'index build started');
+        const result = await indexBuildSpan({ id: job.id, ...job.data, attempt: job.attemptsMade + 1 }, () => runBuildJob(job.data, deps));
+        log.info({ jobId: job.id, ...result }, 'index build finished');
+        if (options.metrics) recordBuild(options.metrics, result);
+        return result;
+      } finally {
+        active--;
+        if (active === 0) for (const resolve of idleWaiters) resolve();
+        if (active === 0) idleWaiters.clear();
+      }
     },
     {
       // BullMQ duplicates this connection for its blocking one; on a cluster its keys share the prefix's hash slot.
@@ -85,7 +103,26 @@ export async function startIndexWorker(options: IndexWorkerOptions, log: Logger)
   log.info({ queue: keys.indexQueue, model: embedder.modelId }, 'index worker ready');
   return {
     close: async () => {
-      await worker.close();
+      // Stops taking jobs first, so none starts while we wait for the one in hand.
+      const closing = worker.close().then(
+        () => true,
+        (error: unknown) => {
+          log.warn({ err: error }, 'error while closing the BullMQ worker');
+          return true;
+        },
+      );
+      for (;;) {
+        await untilIdle();
+        let timer: NodeJS.Timeout | undefined;
+        const closed = await Promise.race([closing, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), IDLE_CLOSE_GRACE_MS)))]);
+        clearTimeout(timer);
+        if (closed) break;
+        // A job fetched just as close() began is finished first; otherwise BullMQ waits on Redis for nothing of ours.
+        if (active === 0) {
+          log.warn({ graceMs: IDLE_CLOSE_GRACE_MS }, 'BullMQ did not close in time while holding no job (a command waits on Redis); closing the connections');
+          break;
+        }
+      }
       // BullMQ leaves a connection it was handed open.
       bullmqConnection.disconnect();
       await bus.close();
