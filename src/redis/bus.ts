@@ -78,7 +78,7 @@ export class RedisBus {
     this.redis = connectRedis(this.settings, options.connectionName, options.log);
     const timeoutMs = this.settings.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     this.health = new RedisHealth(this.redis, this.keys, { timeoutMs, intervalMs: this.settings.healthCheckMs ?? DEFAULT_HEALTH_CHECK_MS, log: options.log, gauge: options.healthGauge });
-    this.writes = new RedisGate(this.redis, { timeoutMs, cooldownMs: 0, health: this.health });
+    this.writes = new RedisGate(this.redis, { timeoutMs, cooldownMs: 0, health: this.health, waitWhileAway: true });
     // A message heard while only the command connection was down could not be acted on (a handler re-reads through
     // it): a reconnect of either connection re-reads everything.
     let commandsWereReady = false;

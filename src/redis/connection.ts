@@ -192,8 +192,14 @@ export interface RedisGateOptions {
   timeoutMs: number;
   /** How long after a failure commands are refused without trying; 0: only while the connection or probe says so. */
   cooldownMs: number;
-  /** The probe of the slot toolrouter writes to: while it fails, commands are refused at once. */
+  /** The probe of the slot toolrouter writes to: while it fails, commands are refused. */
   health?: RedisUsability;
+  /**
+   * Writes: while Redis is away, wait (within `timeoutMs`) for it to come back before refusing, so a reconnect or a
+   * failover shorter than the budget costs a delay, not a 503. Lookups leave it off: they have an in-memory fallback
+   * and must not wait.
+   */
+  waitWhileAway?: boolean;
 }
 
 /**
@@ -218,7 +224,10 @@ export class RedisGate {
 
   /** Runs a command within the timeout; throws RedisUnavailableError at once when Redis is known to be away. */
   async run<T>(action: string, command: (redis: RedisClient) => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.options.timeoutMs;
+    if (!this.available && this.options.waitWhileAway) await this.untilAvailable(deadline);
     if (!this.available) throw new RedisUnavailableError(action, new Error(this.whyUnavailable()));
+    const budgetMs = Math.max(deadline - Date.now(), 1);
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
     try {
@@ -228,7 +237,7 @@ export class RedisGate {
           timer = setTimeout(() => {
             timedOut = true;
             reject(new Error(`no answer within ${this.options.timeoutMs} ms`));
-          }, this.options.timeoutMs);
+          }, budgetMs);
         }),
       ]);
     } catch (error) {
@@ -239,6 +248,13 @@ export class RedisGate {
       throw new RedisUnavailableError(action, error, { sent: timedOut });
     } finally {
       clearTimeout(timer);
+    }
+  }
+
+  /** Polls (the connection's and the probe's state change without one event to wait on) until available or `deadline`. */
+  private async untilAvailable(deadline: number): Promise<void> {
+    while (!this.available && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, Math.max(deadline - Date.now(), 1))));
     }
   }
 

@@ -161,6 +161,11 @@ describe('Redis behind Sentinel, through a failover', () => {
     // started afterwards (it reads catalog, index, keys and settings from Redis only).
     const [, second] = deployment!.apis as [RunningRouter, RunningRouter];
     const late = await deployment!.start();
+    for (const api of [...deployment!.apis, late]) {
+      // As a load balancer would: writes go to an instance once /ready says its Redis master takes them (during the
+      // switch they answer 503 within redis.commandTimeoutMs).
+      await eventually(() => call(api.url, 'GET', '/ready'), (reply) => reply.status === 200, 30_000);
+    }
     for (const api of [second, late]) {
       await eventually(() => call(api.url, 'GET', '/v1/catalog', { key: before.key }), (reply) => reply.status === 200, 20_000);
       await eventually(() => status(api), (s) => s.state === 'ready' && s.indexedHash === before.catalogHash);

@@ -79,6 +79,10 @@ export class ServerOAuth implements UpstreamAuth {
     return this.problem;
   }
 
+  refusal(): string | undefined {
+    return this.options.refusal;
+  }
+
   /** Another instance (or this one) changed the record: forget a cached verdict; the next attempt re-reads. */
   changed(): void {
     this.problem = undefined;

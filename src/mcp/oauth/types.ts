@@ -15,4 +15,6 @@ export interface UpstreamAuth {
   provider: AuthProvider;
   /** Set once a 401 could not be cured without the admin (no grant, refresh refused or failing); cleared by new tokens. */
   needed(): AuthorizationNeeded | undefined;
+  /** Why this server must not start at all (no TOOLROUTER_SECRET_KEY for its tokens), if so: no retry can cure it. */
+  refusal?(): string | undefined;
 }

@@ -14,7 +14,7 @@ import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
 import { callFailure, callTool, forward } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
-import { Reconnection } from './reconnection.js';
+import { needsPerson, Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
 import { createTransport, terminateSession } from './transport.js';
 import {
@@ -486,6 +486,15 @@ export class UpstreamConnection {
     if (hadFeatures) this.onFeatures({ kind: 'lists' });
     // Closing fires onclose again; the generation check above ignores it.
     void client?.close().catch(() => {});
+    const refusal = this.options.auth?.refusal?.();
+    const needed = needsPerson({ reason: this.lastError, ...(needs ? { authorization: needs } : {}), ...(refusal ? { refusal } : {}) });
+    if (needed) {
+      // Said once, and not retried: nothing changes until someone acts (reconnectNow/reconnect resume).
+      this.retries.park();
+      this.log.warn({ reason: this.lastError, wasConnected, failures: this.retries.failures }, `upstream waits for a person, not retrying until then; needed: ${needed}`);
+      this.onStatus(this.status());
+      return;
+    }
     const delay = this.retries.failed(() => void this.connect());
     // warn both when a live connection drops and when a connection attempt fails: either way tools are missing.
     this.log.warn(

@@ -9,6 +9,32 @@ export function backoff(failures: number, { initialMs, maxMs }: { initialMs: num
   return ceiling / 2 + (random() * ceiling) / 2;
 }
 
+/** What a failed connection tells about itself, for `needsPerson`. */
+export interface FailureFacts {
+  /** Why the attempt failed, as logged (a transport or spawn error, the OAuth side's message). */
+  reason: string;
+  /** The OAuth side's verdict, when the server uses OAuth and waits for the admin. */
+  authorization?: { reason: string; message: string };
+  /** The OAuth side refuses to run at all (no TOOLROUTER_SECRET_KEY where tokens must be encrypted). */
+  refusal?: string;
+}
+
+/**
+ * What a person must do before a connection can succeed, or undefined when retrying may succeed by itself. Retrying
+ * these only repeats the same failure and its log lines: no grant yet or a revoked one (the admin authorizes; the grant
+ * reaches every instance through the OAuth channel), no secret key (set it and restart), a command that does not exist
+ * or may not run (fix the configuration; reconnect). A refresh that failed may have failed for a passing reason, so it
+ * is retried.
+ */
+export function needsPerson(facts: FailureFacts): string | undefined {
+  if (facts.refusal) return facts.refusal;
+  if (facts.authorization && facts.authorization.reason !== 'refresh_failed') {
+    return `authorization by an admin (POST /v1/mcp/servers/:name/authorize): ${facts.authorization.message}`;
+  }
+  if (/\bspawn\b.*\b(ENOENT|EACCES)\b/.test(facts.reason)) return `a configuration fix (the command cannot be run: ${facts.reason}), then a reconnect`;
+  return undefined;
+}
+
 export interface ReconnectionOptions {
   reconnect: { initialMs: number; maxMs: number };
   /** 0 turns the liveness ping off. */
@@ -35,6 +61,15 @@ export class Reconnection {
     this.retryTimer = setTimeout(retry, delay);
     this.retryTimer.unref();
     return delay;
+  }
+
+  /**
+   * A failure only a person can cure (needsPerson): no retry is scheduled; `reconnectNow`/`reconnect` (a grant
+   * arriving, the admin) or a restart start again. Counted as a failure, so status shows the streak.
+   */
+  park(): void {
+    this.failures++;
+    this.stop();
   }
 
   succeeded(): void {

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
+import { eventually, WorkerProcess, writeConfig } from '../helpers/processes.js';
+import { RedisClusterFixture, RedisSentinelFixture } from '../helpers/redis-topologies.js';
+import { startRouter, type RunningRouter } from '../helpers/router.js';
+import { syntheticTools } from '../helpers/synthetic.js';
+
+/**
+ * Faults an operator meets, on Redis as production runs it (issue 43): the node serving toolrouter's hash slot dies
+ * (with no replica, and with one that takes over), a node leaves the cluster, Sentinel's master dies; Cluster and
+ * Sentinel over TLS. Through each, /ready is polled, writes must answer 503 fast (nothing half-written), acknowledged
+ * writes must survive, and a worker must stop promptly on SIGTERM. Times are asserted as generous bounds only; the
+ * "≤ 2 s" figures come from bench/redis-faults.ts.
+ */
+
+interface Deployment {
+  api: RunningRouter;
+  worker: WorkerProcess;
+  close(): Promise<void>;
+}
+
+async function deploy(redis: Record<string, unknown>, prefix: string): Promise<Deployment> {
+  const settings = { adminKey: ADMIN_KEY, redis, queue: { prefix, attempts: 3, backoffMs: 100 } };
+  const worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
+  await worker.ready();
+  const api = await startRouter(settings);
+  return {
+    api,
+    worker,
+    close: async () => {
+      await api.close().catch(() => {});
+      await worker.kill('SIGKILL');
+    },
+  };
+}
+
+const admin = (api: RunningRouter, method: string, route: string, body?: unknown) => call(api.url, method, route, { key: ADMIN_KEY, body });
+const ready = (api: RunningRouter) => call(api.url, 'GET', '/ready');
+const status = async (api: RunningRouter) => (await admin(api, 'GET', '/v1/index/status')).body;
+
+/** PUTs a source and waits until the worker's index of it is served; returns the catalog hash. */
+async function putAndIndex(deployment: Deployment, source: string, count: number): Promise<string> {
+  const put = await admin(deployment.api, 'PUT', `/v1/catalog/sources/${source}`, { tools: syntheticTools(count, source) });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  await eventually(() => status(deployment.api), (s) => s.state === 'ready' && s.indexedHash === put.body.catalogHash).catch((error: Error) => {
+    throw new Error(`${error.message}; worker's last lines: ${JSON.stringify(deployment.worker.logs.slice(-6))}`);
+  });
+  assert.equal((await deployment.worker.buildOf(put.body.catalogHash)).outcome, 'built');
+  return put.body.catalogHash as string;
+}
+
+/** A write during an outage: 503 with Retry-After, the time it took, and proof nothing changed. */
+async function refusedWrite(api: RunningRouter, source: string): Promise<number> {
+  const catalogBefore = (await admin(api, 'GET', '/v1/catalog')).body.catalogHash;
+  const started = performance.now();
+  const put = await admin(api, 'PUT', `/v1/catalog/sources/${source}`, { tools: syntheticTools(2, source) });
+  const elapsed = performance.now() - started;
+  assert.equal(put.status, 503, JSON.stringify(put.body));
+  assert.equal(put.body.error.code, 'redis_unavailable');
+  assert.ok(Number(put.headers.get('retry-after')) >= 1, `Retry-After: ${put.headers.get('retry-after')}`);
+  assert.equal((await admin(api, 'GET', '/v1/catalog')).body.catalogHash, catalogBefore, 'the catalog did not change');
+  return elapsed;
+}
+
+/** SIGTERM to a worker holding no job: it exits 0, well before its 5-minute shutdown timeout. */
+async function stopsPromptly(worker: WorkerProcess): Promise<number> {
+  const started = performance.now();
+  const code = await worker.kill('SIGTERM');
+  const elapsed = performance.now() - started;
+  assert.equal(code, 0, `exit code ${code}; last lines: ${JSON.stringify(worker.logs.slice(-3))}`);
+  assert.ok(!worker.logs.some((line) => line.msg === 'index worker shutdown timed out; exiting with the job unfinished'));
+  // Generous: the point is "seconds, not the 300 s timeout" (a fresh worker takes about 0.2 s).
+  assert.ok(elapsed < 15_000, `stopped after ${Math.round(elapsed)} ms`);
+  return elapsed;
+}
+
+describe('Redis behind Sentinel over TLS: the master dies', () => {
+  const sentinel = new RedisSentinelFixture({ tls: true });
+  let deployment: Deployment | undefined;
+
+  before(async () => {
+    await sentinel.start();
+    deployment = await deploy({ sentinel: { sentinels: sentinel.addresses, name: sentinel.name }, tls: sentinel.tlsSettings }, 'trsentinelfaults');
+  });
+  after(async () => {
+    await deployment?.close();
+    await sentinel.stop();
+  });
+
+  it('/ready follows the master: false while none, true on the promoted replica; writes survive; the worker stops in seconds', async () => {
+    const { api } = deployment!;
+    const hash = await putAndIndex(deployment!, 'alpha', 20);
+    const key = await generateKey(api.url, {});
+    assert.equal((await ready(api)).status, 200);
+
+    const oldMaster = await sentinel.masterPort();
+    await sentinel.server(oldMaster).kill();
+    // Sentinel needs down-after-milliseconds (1 s) and an election: until then there is no master to write to.
+    const down = await eventually(() => ready(api), (reply) => reply.status === 503, 10_000);
+    assert.deepEqual(down.body.failing, ['redis']);
+    await sentinel.untilMasterMoved(oldMaster);
+    await eventually(() => ready(api), (reply) => reply.status === 200, 30_000);
+    assert.equal((await call(api.url, 'GET', '/v1/catalog', { key: key.key })).status, 200, 'the key made before the failover works');
+    assert.equal((await admin(api, 'GET', '/v1/catalog')).body.catalogHash, hash);
+    await putAndIndex(deployment!, 'beta', 5);
+    await stopsPromptly(deployment!.worker);
+  });
+});
