@@ -116,11 +116,12 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // Every holder listens now: the generation marker is claimed, and a Redis that lost its data gets their state back.
   await bus?.start();
 
-  // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
+  // Keys and rate counters live beside the index in Redis, so every instance agrees on them; without Redis, keys are
+  // kept in stateDir (when set) as runtime servers and OAuth grants are.
   const gate = bus ? new RedisGate(bus.redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
-    bus ? new RedisKeyStore(bus.redis, redisKeys, gate) : new MemoryKeyStore(),
+    bus ? new RedisKeyStore(bus.redis, redisKeys, gate) : new MemoryKeyStore(config.stateDir),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
   );
 
