@@ -199,11 +199,20 @@ export async function listen(router: Toolrouter): Promise<Server> {
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  log.info({ host: config.host, port, model: router.embedder.modelId, auth: config.adminKey ? 'admin key' : 'open (loopback only)' }, 'toolrouter listening');
+  // The address to open, in the line a new user reads first (GET / leads to the console too). The message stays
+  // 'toolrouter listening': scripts and tests wait for it.
+  const url = `http://${browsableHost(config.host)}:${port}/`;
+  log.info({ url, console: `${url}console/`, host: config.host, port, model: router.embedder.modelId, auth: config.adminKey ? 'admin key' : 'open (loopback only)' }, 'toolrouter listening');
   if (!config.adminKey) {
     log.warn(`no ADMIN_KEY: the service is open to every local caller, so it listens on ${config.host} (loopback) only; set ADMIN_KEY to require keys and to listen elsewhere`);
   }
   return server;
+}
+
+/** A host a browser can open: the wildcard addresses become localhost, IPv6 literals get brackets. */
+function browsableHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::' || host === '') return 'localhost';
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 function isLoopback(host: string): boolean {
