@@ -4,6 +4,7 @@
  * the MCP SDK...) has loaded.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 interface GlobalOptions {
@@ -17,6 +18,7 @@ const program = new Command()
   .usage('[options] [command]')
   .option('--config <file>', 'config file, YAML or JSON (the same as TOOLROUTER_CONFIG; environment variables still win)')
   .option('--strict-config', 'accepted for compatibility: unknown settings are always errors')
+  .version(ownVersion(), '-V, --version', 'print the version and exit')
   // Usage errors exit with 2, like configuration errors; commander has already printed them.
   .exitOverride()
   .hook('preAction', () => {
@@ -33,6 +35,19 @@ const program = new Command()
     await (await import('./cli/run.js')).serve(globals());
   });
 
+/** From package.json beside dist/ or src/, read here so `--version` loads nothing else. */
+function ownVersion(): string {
+  for (const candidate of ['../package.json', '../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(candidate, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'toolrouter' && pkg.version) return pkg.version;
+    } catch {
+      // Not at this level (src/ under tsx is one below the root, dist/src/ two).
+    }
+  }
+  return 'unknown';
+}
+
 function globals(): GlobalOptions {
   return program.opts<GlobalOptions>();
 }
@@ -44,7 +59,9 @@ program
   .command('serve')
   .description('run the HTTP API (with the in-process indexer when no Redis is configured); the default command')
   .option('--mcp-config <file>', MCP_CONFIG_HELP, collect, [])
-  .action(async (options: { mcpConfig: string[] }) => (await import('./cli/run.js')).serve({ ...globals(), ...options }));
+  .option('--port <port>', 'listen on this port (instead of PORT / port; 0 picks a free one)', portNumber)
+  .option('--host <host>', 'listen on this address (instead of HOST / host; other than loopback needs ADMIN_KEY)')
+  .action(async (options: import('./cli/run.js').ServeOptions) => (await import('./cli/run.js')).serve({ ...globals(), ...options }));
 
 program
   .command('stdio')
@@ -118,6 +135,12 @@ program
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
+}
+
+function portNumber(value: string): number {
+  const parsed = Number(value);
+  if (!/^\d+$/.test(value) || parsed > 65_535) throw new InvalidArgumentError('must be a port number, 0 to 65535');
+  return parsed;
 }
 
 function nonNegativeInteger(value: string): number {

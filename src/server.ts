@@ -119,11 +119,12 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // From now on writes are refused at once while the slot (or master) toolrouter writes to is away, and /ready says so.
   bus?.health.start();
 
-  // Keys and rate counters live beside the index in Redis, so every instance agrees on them.
+  // Keys and rate counters live beside the index in Redis, so every instance agrees on them; without Redis, keys are
+  // kept in stateDir (when set) as runtime servers and OAuth grants are.
   const gate = bus ? new RedisGate(bus.redis, { timeoutMs: config.security.redisTimeoutMs, cooldownMs: config.security.redisCooldownMs }) : undefined;
   const auth = new Auth(
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
-    bus ? new RedisKeyStore(bus.redis, redisKeys, gate, bus.writes) : new MemoryKeyStore(),
+    bus ? new RedisKeyStore(bus.redis, redisKeys, gate, bus.writes) : new MemoryKeyStore(config.stateDir),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
   );
 
@@ -202,11 +203,20 @@ export async function listen(router: Toolrouter): Promise<Server> {
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  log.info({ host: config.host, port, model: router.embedder.modelId, auth: config.adminKey ? 'admin key' : 'open (loopback only)' }, 'toolrouter listening');
+  // The address to open, in the line a new user reads first (GET / leads to the console too). The message stays
+  // 'toolrouter listening': scripts and tests wait for it.
+  const url = `http://${browsableHost(config.host)}:${port}/`;
+  log.info({ url, console: `${url}console/`, host: config.host, port, model: router.embedder.modelId, auth: config.adminKey ? 'admin key' : 'open (loopback only)' }, 'toolrouter listening');
   if (!config.adminKey) {
     log.warn(`no ADMIN_KEY: the service is open to every local caller, so it listens on ${config.host} (loopback) only; set ADMIN_KEY to require keys and to listen elsewhere`);
   }
   return server;
+}
+
+/** A host a browser can open: the wildcard addresses become localhost, IPv6 literals get brackets. */
+function browsableHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::' || host === '') return 'localhost';
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 function isLoopback(host: string): boolean {

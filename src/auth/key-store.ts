@@ -1,8 +1,13 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { RedisClient, RedisKeys } from '../redis/connection.js';
 import { RedisUnavailableError, withRedis, type RedisGate } from '../redis/connection.js';
 import type { KeyRecord } from './keys.js';
 
-/** Where virtual keys live: Redis when configured (shared by every instance), else this process's memory. */
+/**
+ * Where virtual keys live: Redis when configured (shared by every instance), else this process's memory, written
+ * through to `<stateDir>/keys.json` when a state directory is set (as runtime servers and OAuth grants are).
+ */
 export interface KeyStore {
   add(record: KeyRecord): Promise<void>;
   bySecretHash(secretHash: string): Promise<KeyRecord | undefined>;
@@ -12,10 +17,21 @@ export interface KeyStore {
   remove(secretHashes: string[]): Promise<KeyRecord[]>;
 }
 
+/** The key file's name under stateDir. */
+export const KEYS_FILE = 'keys.json';
+
 export class MemoryKeyStore implements KeyStore {
   private readonly records = new Map<string, KeyRecord>();
+  private readonly file: string | undefined;
+
+  /** With `stateDir`, the keys stored there are loaded now and every change is written back before it is answered. */
+  constructor(stateDir?: string) {
+    this.file = stateDir === undefined ? undefined : path.join(stateDir, KEYS_FILE);
+    for (const record of this.read()) this.records.set(record.secretHash, record);
+  }
 
   async add(record: KeyRecord): Promise<void> {
+    this.write(new Map(this.records).set(record.secretHash, record));
     this.records.set(record.secretHash, record);
   }
 
@@ -28,12 +44,47 @@ export class MemoryKeyStore implements KeyStore {
   }
 
   async remove(secretHashes: string[]): Promise<KeyRecord[]> {
+    const next = new Map(this.records);
     const removed: KeyRecord[] = [];
     for (const hash of secretHashes) {
-      const record = this.records.get(hash);
-      if (record && this.records.delete(hash)) removed.push(record);
+      const record = next.get(hash);
+      if (record && next.delete(hash)) removed.push(record);
     }
+    if (removed.length > 0) this.write(next);
+    for (const record of removed) this.records.delete(record.secretHash);
     return removed;
+  }
+
+  /** A file that exists but cannot be read or parsed stops start-up: starting without its keys would lock them out. */
+  private read(): KeyRecord[] {
+    if (!this.file) return [];
+    let text: string;
+    try {
+      text = readFileSync(this.file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw new Error(`cannot read the keys from ${this.file}: ${(error as Error).message}`, { cause: error });
+    }
+    try {
+      const stored = JSON.parse(text) as { keys?: unknown };
+      if (!Array.isArray(stored.keys)) throw new Error('expected {"keys": [...]}');
+      return stored.keys as KeyRecord[];
+    } catch (error) {
+      throw new Error(`the key file ${this.file} is not valid: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /**
+   * Whole file, replaced atomically (a crash leaves the old one), readable by this user only. It holds the secrets'
+   * SHA-256 hashes, never the secrets, but the hashes are what a presented key is matched against.
+   */
+  private write(records: Map<string, KeyRecord>): void {
+    if (!this.file) return;
+    mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
+    const temporary = `${this.file}.${process.pid}.tmp`;
+    const keys = [...records.values()].sort((a, b) => a.createdAt - b.createdAt);
+    writeFileSync(temporary, `${JSON.stringify({ keys }, null, 2)}\n`, { mode: 0o600 });
+    renameSync(temporary, this.file);
   }
 }
 

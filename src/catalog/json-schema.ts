@@ -3,7 +3,7 @@ import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvDraft04 from 'ajv-draft-04';
 import ajvFormats from 'ajv-formats';
-import RE2 from 're2';
+import { ajvLinearRegExp } from './linear-regex.js';
 
 /**
  * Real MCP servers publish input schemas in several JSON Schema dialects: draft-07 from most generators, 2020-12 as
@@ -57,11 +57,6 @@ export function schemaProblem(schema: Record<string, unknown>): string | undefin
 /** A compiled argument validator: the list of problems (`path: message`), empty when the value is valid. */
 export type SchemaValidator = (value: unknown) => string[];
 
-function re2Engine(pattern: string, flags: string): RE2 {
-  return new RE2(pattern, flags);
-}
-re2Engine.code = 'new (require("re2"))';
-
 /**
  * Separate instances for validating data: they know the common string formats (email, uri, date-time, ...), which the
  * meta-schema checks above have no use for, and never add compiled schemas to their registry, so two tools may share an
@@ -74,7 +69,7 @@ const compilerOptions = {
   logger: false,
   // `pattern` runs on arguments any caller sends: RE2 matches in linear time, where a backtracking RegExp on
   // "^(a+)+$" freezes the event loop for every tenant. Patterns RE2 cannot run are refused when the tool registers.
-  code: { regExp: re2Engine },
+  code: { regExp: ajvLinearRegExp },
 } as const;
 const compilers = [
   { id: 'draft-07', ajv: withFormats(new Ajv(compilerOptions)) },

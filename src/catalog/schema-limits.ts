@@ -1,4 +1,4 @@
-import RE2 from 're2';
+import { compileLinear } from './linear-regex.js';
 
 /**
  * Bounds on a tool's JSON Schema, checked before the schema is handed to ajv: ajv's meta-schema check compares `enum`
@@ -67,7 +67,7 @@ export function schemaLimitProblem(schema: unknown, limits: SchemaLimits): strin
 function patternProblem(pattern: string, maxLength: number): string | undefined {
   if (pattern.length > maxLength) return `has a pattern of ${pattern.length} characters (at most ${maxLength})`;
   try {
-    new RE2(pattern, 'u');
+    compileLinear(pattern);
     return undefined;
   } catch (error) {
     return `has a pattern ${JSON.stringify(pattern.slice(0, 100))} that is invalid or not supported (RE2 syntax, no lookaround or backreferences): ${(error as Error).message}`;

@@ -19,8 +19,20 @@ export async function startTracing(defaultServiceName: string, log: Logger): Pro
   }
 }
 
-export async function serve(options: StartOptions): Promise<void> {
-  const { config, log } = startConfig(options);
+export interface ServeOptions extends StartOptions {
+  /** `--port` / `--host`: win over the configuration file and PORT / HOST, as command-line flags do. */
+  port?: number;
+  host?: string;
+}
+
+export async function serve(options: ServeOptions): Promise<void> {
+  const started = startConfig(options);
+  const { log } = started;
+  const config = {
+    ...started.config,
+    ...(options.port !== undefined ? { port: options.port } : {}),
+    ...(options.host !== undefined ? { host: options.host } : {}),
+  };
   const telemetry = await startTracing('toolrouter', log);
   const { router, server } = await starting(async () => {
     checkListenAddress(config);

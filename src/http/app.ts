@@ -97,6 +97,10 @@ export function createApp(deps: AppDependencies): Express {
   const everyRequest: RequestHandler[] = [...(tracing.enabled ? [httpServerSpan as RequestHandler] : []), requestLog(deps.log), countRequest];
   // Before auth and before any body is read: a rebound page gets nothing, not even a 401.
   if (deps.hostCheck) everyRequest.push(hostCheck(deps.hostCheck));
+  // The root has no API of its own: a person opening the service's address lands on the console, which asks for a
+  // key itself. Before authentication (a browser cannot add a key to a navigation), after the Host check. Not a
+  // public path: public paths ending in '/' are prefixes, and '/' would open everything.
+  if (deps.consoleDir) app.get('/', ...everyRequest, (_req, res) => res.redirect(302, '/console/'));
   if (deps.auth) everyRequest.push(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: deps.proxy }));
   const maxDepth = deps.jsonDepth ?? DEFAULT_JSON_DEPTH;
   // Depth is checked on the raw bytes before parsing (verify runs first), so a hostile body is refused unparsed.

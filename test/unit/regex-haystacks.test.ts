@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import RE2 from 're2';
+import { compileLinear, type LinearRegex } from '../../src/catalog/linear-regex.js';
 import type { CatalogEntry } from '../../src/catalog/catalog.js';
 import { RegexHaystacks } from '../../src/search/regex.js';
 
@@ -11,9 +11,9 @@ function entry(name: string, description: string, title?: string): CatalogEntry 
 
 /** The definition regex mode must keep: each entry's own text tested on its own. */
 function perEntry(entries: CatalogEntry[], pattern: string, wanted: number): string[] {
-  let re: RE2;
+  let re: LinearRegex;
   try {
-    re = new RE2(pattern, 'i');
+    re = compileLinear(pattern, { ignoreCase: true });
   } catch {
     return [];
   }
@@ -59,5 +59,24 @@ describe('regex mode over prepared text', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  test('catalogs spanning many blocks give the per-entry answer, literal or not', () => {
+    const words = ['alpha', 'beta', 'gamma', 'delta', 'epsilon'];
+    const list = Array.from({ length: 300 }, (_, i) => entry(`tool_${i}`, `${words[i % 5]} ${words[(i * 3) % 5]} number ${i}`));
+    const many = new RegexHaystacks(list);
+    for (const pattern of ['number 299', 'tool_2', 'GAMMA delta', '^tool_1\\d\\d$', 'epsilon\\s+alpha', 'number 1$', 'zzz']) {
+      for (const wanted of [1, 7, 500]) {
+        assert.deepEqual(many.match(pattern, wanted, () => true).map((e) => e.tool.name), perEntry(list, pattern, wanted), `${pattern} ${wanted}`);
+      }
+    }
+  });
+
+  test('plain words fold case as RE2 does (Kelvin sign, long s, final sigma), and nothing else', () => {
+    const list = [entry('kelvin', 'temperature in \u212A'), entry('strasse', 'ſtraße'), entry('greek', 'λόγος'), entry('dotted', 'İstanbul')];
+    const folded = new RegexHaystacks(list);
+    for (const pattern of ['k', 'STRASSE', 'ſ', 'S', 'ΛΌΓΟΣ', 'σ', 'istanbul', 'İ', 'ß']) {
+      assert.deepEqual(folded.match(pattern, 10, () => true).map((e) => e.tool.name), perEntry(list, pattern, 10), pattern);
+    }
   });
 });
