@@ -25,6 +25,7 @@ import type { FeedbackRecorder } from '../feedback/service.js';
 import { SearchLedger } from './feedback-capture.js';
 import { mcpClientToolSpan } from '../telemetry/spans.js';
 import type { McpTokenAccounting } from './token-accounting.js';
+import type { RelayContext } from './relay/channel.js';
 
 export interface GatewaySettings {
   /**
@@ -334,7 +335,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   async callTool(
     name: string,
     args: Record<string, unknown> | undefined,
-    options: { signal?: AbortSignal; access?: Access; onProgress?: (progress: UpstreamProgress) => void } = {},
+    options: {
+      signal?: AbortSignal;
+      access?: Access;
+      onProgress?: (progress: UpstreamProgress) => void;
+      /** The caller's client channel: the upstream's elicitation, sampling and logs during the call reach it. */
+      relay?: RelayContext;
+    } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
     if (this.isVirtual(name, access)) {
@@ -359,7 +366,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     }
     return this.forwarding(() =>
       mcpClientToolSpan({ name, server: entry.server ?? entry.source, arguments: args }, (meta) =>
-        this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal, onProgress: options.onProgress, meta }),
+        this.upstreams.callTool(name, args, {
+          timeoutMs: this.settings.callTimeoutMs,
+          signal: options.signal,
+          onProgress: options.onProgress,
+          meta,
+          ...(options.relay ? { relay: options.relay } : {}),
+        }),
       ),
     );
   }

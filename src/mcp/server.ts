@@ -8,6 +8,7 @@ import {
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
+  SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   type CallToolResult,
@@ -27,6 +28,8 @@ import type { FeaturesChange, UpstreamProgress } from './upstream.js';
 import { IMPLEMENTATION } from './version.js';
 import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
 import { mcpServerToolSpan } from '../telemetry/spans.js';
+import type { RelayContext } from './relay/channel.js';
+import { SessionRelay } from './relay/session.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -46,6 +49,8 @@ export const CAPABILITIES = {
   tools: { listChanged: true, filtering: true },
   resources: { listChanged: true, subscribe: true },
   prompts: { listChanged: true },
+  // Upstreams' log messages during a session's calls, at the level it set (src/mcp/relay/session.ts).
+  logging: {},
 } as ServerCapabilities;
 
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
@@ -80,9 +85,22 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     return listTools(gateway, request.params, accessNow(), feedback);
   });
 
+  // This connection's client, as the relay sees it: one id per session, so a relayed request never reaches another one.
+  const session = new SessionRelay(server, gateway.settings.callTimeoutMs);
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> =>
-    callTool(gateway, request.params, { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n) }, accessNow(), feedback, log),
+    callTool(
+      gateway,
+      request.params,
+      { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n), relay: { channel: session.channel(extra) } },
+      accessNow(),
+      feedback,
+      log,
+    ),
   );
+  server.setRequestHandler(SetLevelRequestSchema, async (request) => {
+    session.setLevel(request.params.level);
+    return {};
+  });
 
   server.setRequestHandler(ListResourcesRequestSchema, async (request) =>
     rpc(() => gateway.listResources({ cursor: request.params?.cursor }, accessNow())),
@@ -158,6 +176,8 @@ export interface CallContext {
   signal: AbortSignal;
   progressToken?: string | number;
   notify(notification: { method: 'notifications/progress'; params: Record<string, unknown> }): Promise<void>;
+  /** The calling client, for what the upstream asks or tells during the call (src/mcp/relay/); none: refused. */
+  relay?: RelayContext;
 }
 
 /** tools/list (with SEP-1821 `query`) for one caller; `notes` says which upstreams the answer is missing. */
@@ -312,7 +332,7 @@ async function callThrough(gateway: McpGateway, args: Record<string, unknown> | 
   const { name, arguments: inner } = args as { name: string; arguments?: Record<string, unknown> };
   try {
     // The client's cancellation (context.signal) is handed to the upstream call, which sends notifications/cancelled on.
-    return await gateway.callTool(name, inner, { signal: context.signal, access, onProgress: relayProgress(context) });
+    return await gateway.callTool(name, inner, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context) });
   } catch (error) {
     // The target is an argument the model chose: a target this key may not use is a failed call it can read and
     // recover from (search again), like any other, not a protocol error that ends the model's turn.
@@ -330,7 +350,7 @@ async function forward(
   access: Access,
 ): Promise<CallToolResult> {
   try {
-    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context) });
+    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context) });
   } catch (error) {
     if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
     // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.
@@ -339,6 +359,10 @@ async function forward(
     log.error({ err: error, tool: name }, 'tool call failed');
     throw error;
   }
+}
+
+function relayOf(context: CallContext): { relay?: RelayContext } {
+  return context.relay ? { relay: context.relay } : {};
 }
 
 function errorResult(message: string): CallToolResult {

@@ -3,6 +3,7 @@ import { ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontex
 import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
 import { withoutRepeatedCode } from '../errors.js';
+import { RESULT_TOO_LARGE } from './bounds.js';
 import { UpstreamError, type UpstreamCallOptions } from './types.js';
 
 /** tools/call under the upstream's own name; the result comes back as the upstream gave it. */
@@ -42,6 +43,10 @@ export function callFailure(
   if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
     // The SDK has already sent notifications/cancelled upstream.
     return new UpstreamError('timeout', `upstream MCP server "${server}" did not answer ${what} within ${options.timeoutMs} ms`);
+  }
+  if (error instanceof ProtocolError && error.code === RESULT_TOO_LARGE) {
+    // Our own bound (bounds.ts), not the upstream's answer: the connection is fine.
+    return new UpstreamError('error', `the result of ${what} from upstream MCP server "${server}" was refused: ${withoutRepeatedCode(error.message)}`);
   }
   if (error instanceof ProtocolError) {
     return new UpstreamError('error', `upstream MCP server "${server}" answered with an error: ${withoutRepeatedCode(error.message)}`);

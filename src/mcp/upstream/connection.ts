@@ -12,6 +12,8 @@ import { describeConnectFailure, describeUpstreamError, type HttpFailure } from 
 import { listFeatures, NO_FEATURES, type UpstreamFeatures } from '../features.js';
 import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
+import { CallRegistry } from '../relay/scope.js';
+import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
 import { callFailure, callTool, forward } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { Reconnection } from './reconnection.js';
@@ -44,6 +46,8 @@ export interface ConnectionOptions {
   log: Logger;
   /** OAuth for an HTTP server with `auth: oauth` (src/mcp/oauth/). */
   auth?: UpstreamAuth | undefined;
+  /** Largest message (a result) read from this server; larger ones are refused unread (upstream/bounds.ts). */
+  maxResultBytes: number;
 }
 
 export class UpstreamConnection {
@@ -72,6 +76,8 @@ export class UpstreamConnection {
   private stderrTail: string[] = [];
   private readonly listing: ToolListing;
   private readonly retries: Reconnection;
+  /** Calls in flight, so that what the server asks during one reaches that call's client (src/mcp/relay/). */
+  private readonly calls: CallRegistry;
   private settle!: () => void;
   readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
   private readonly log: Logger;
@@ -90,6 +96,7 @@ export class UpstreamConnection {
     this.log = options.log.child({ upstream: name });
     this.listing = new ToolListing(name, catalog, options.separator, options.transforms, this.log);
     this.retries = new Reconnection(options);
+    this.calls = new CallRegistry(name);
   }
 
   start(): void {
@@ -143,7 +150,8 @@ export class UpstreamConnection {
     const generation = this.generation;
     try {
       const transform = this.listing.transform(qualifiedName);
-      return await callTool(client, upstreamName, transform ? mapArguments(transform, args) : args, options);
+      const mapped = transform ? mapArguments(transform, args) : args;
+      return await this.calls.run(options.relay?.channel, () => callTool(client, upstreamName, mapped, options));
     } catch (error) {
       throw this.failure(error, `"${qualifiedName}"`, generation, options);
     }
@@ -252,7 +260,9 @@ export class UpstreamConnection {
     this.onStatus(this.status());
     // 'auto': probe with server/discover and use 2026-07-28 when the server offers it; an older server gets the plain
     // 2025 initialize (and so negotiates 2025-11-25, 2025-06-18, ... as before).
-    const client = new Client(IMPLEMENTATION, { capabilities: {}, versionNegotiation: { mode: 'auto' } });
+    // What callers may be able to do (elicitation, sampling) is declared; each request is refused or relayed per call.
+    const client = new Client(IMPLEMENTATION, { capabilities: RELAY_CAPABILITIES, versionNegotiation: { mode: 'auto' } });
+    installRelayHandlers(client, this.calls, this.log);
     this.listening = undefined;
     this.lastTransportError = undefined;
     this.lastHttpFailure = undefined;
@@ -280,6 +290,7 @@ export class UpstreamConnection {
     this.client = client;
     try {
       const transport = createTransport(this.config, {
+        maxResultBytes: this.options.maxResultBytes,
         ...(this.options.auth ? { authProvider: this.options.auth.provider } : {}),
         onStderr: (line) => {
           this.log.debug({ stderr: line }, 'upstream stderr');

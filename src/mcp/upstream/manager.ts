@@ -3,6 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import { servesUri, type UpstreamFeatures } from '../features.js';
 import { transformServer, type ToolTransform } from '../transform.js';
+import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
 import {
   UpstreamError,
@@ -193,6 +194,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         reconnect: this.options.reconnect,
         connectTimeoutMs: this.options.connectTimeoutMs,
         pingIntervalMs: this.options.pingIntervalMs,
+        maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
         transforms: this.transformsOf(name),
         auth: 'url' in config ? this.options.auth?.(name) : undefined,
         log: this.options.log,
