@@ -139,23 +139,35 @@ export function responseId(head: string, tail: string): string | number | undefi
 export class BoundedReadBuffer extends ReadBuffer {
   private readonly cutter: MessageCutter;
 
-  constructor(limit: number, onRefused?: (bytes: number, id: string | number | undefined) => void) {
+  constructor(
+    limit: number,
+    onRefused?: (bytes: number, id: string | number | undefined) => void,
+    private readonly onRead?: (bytes: number) => void,
+  ) {
     // The SDK's own cap (which closes the transport) sits above anything the cutter lets through.
     super({ maxBufferSize: limit + 2 * EDGE + 1_024 });
     this.cutter = new MessageCutter(limit, 'line', onRefused);
   }
 
   override append(chunk: Buffer): void {
+    this.onRead?.(chunk.length);
     for (const piece of this.cutter.push(chunk)) super.append(piece);
   }
 }
 
 /** A response body with the cutter in front (streamable HTTP: SSE events or one JSON message). */
-export function boundedBody(body: ReadableStream<Uint8Array>, framing: Framing, limit: number, onRefused?: (bytes: number, id: string | number | undefined) => void): ReadableStream<Uint8Array> {
+export function boundedBody(
+  body: ReadableStream<Uint8Array>,
+  framing: Framing,
+  limit: number,
+  onRefused?: (bytes: number, id: string | number | undefined) => void,
+  onRead?: (bytes: number) => void,
+): ReadableStream<Uint8Array> {
   const cutter = new MessageCutter(limit, framing, onRefused);
   return body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
+        onRead?.(chunk.byteLength);
         for (const piece of cutter.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) controller.enqueue(piece);
       },
       flush(controller) {

@@ -76,6 +76,8 @@ export class UpstreamConnection {
   private stderrTail: string[] = [];
   private readonly listing: ToolListing;
   private readonly retries: Reconnection;
+  /** Bytes read from the server so far (counted by the result bound): a server still sending is alive. */
+  private bytesRead = 0;
   /** Calls in flight, so that what the server asks during one reaches that call's client (src/mcp/relay/). */
   private readonly calls: CallRegistry;
   private settle!: () => void;
@@ -291,6 +293,9 @@ export class UpstreamConnection {
     try {
       const transport = createTransport(this.config, {
         maxResultBytes: this.options.maxResultBytes,
+        onRead: (bytes) => {
+          this.bytesRead += bytes;
+        },
         ...(this.options.auth ? { authProvider: this.options.auth.provider } : {}),
         onStderr: (line) => {
           this.log.debug({ stderr: line }, 'upstream stderr');
@@ -461,12 +466,19 @@ export class UpstreamConnection {
     const client = this.client;
     if (this.checking || generation !== this.generation || this.state !== 'connected' || !client) return;
     this.checking = true;
+    const readBefore = this.bytesRead;
     try {
       const options = { timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) };
       // 2026-07-28 has no ping; server/discover is its cheapest request.
       if (client.getProtocolEra() === 'modern') await client.discover(options);
       else await client.ping(options);
     } catch (error) {
+      // A server streaming a large answer (refused piece by piece by the result bound) answers the ping only after it:
+      // bytes arriving during the ping mean it is alive, not gone.
+      if (this.bytesRead !== readBefore) {
+        this.log.debug({ err: error }, 'ping unanswered while the server was sending; still connected');
+        return;
+      }
       this.lost(generation, `ping failed: ${this.describe(error)}`);
     } finally {
       this.checking = false;

@@ -20,6 +20,8 @@ export interface TransportOptions {
   maxResultBytes?: number;
   /** Each message refused for its size. */
   onRefused?: (bytes: number) => void;
+  /** Bytes read from the server (liveness: a server busy sending is not gone). */
+  onRead?: (bytes: number) => void;
 }
 
 /**
@@ -29,11 +31,11 @@ export interface TransportOptions {
  * per connection, and half the start-up time for servers that are slow to start.
  */
 class InPlaceStdioTransport extends StdioClientTransport {
-  constructor(params: ConstructorParameters<typeof StdioClientTransport>[0], maxResultBytes: number, onRefused?: (bytes: number) => void) {
+  constructor(params: ConstructorParameters<typeof StdioClientTransport>[0], maxResultBytes: number, onRefused?: (bytes: number) => void, onRead?: (bytes: number) => void) {
     super(params);
     // The SDK's buffer holds a whole line however long (and closes the transport past 10 MB); ours never holds more than
     // the limit, and answers an oversized result with an error for its request.
-    (this as unknown as { _readBuffer: BoundedReadBuffer })._readBuffer = new BoundedReadBuffer(maxResultBytes, onRefused && ((bytes) => onRefused(bytes)));
+    (this as unknown as { _readBuffer: BoundedReadBuffer })._readBuffer = new BoundedReadBuffer(maxResultBytes, onRefused && ((bytes) => onRefused(bytes)), onRead);
   }
 }
 
@@ -41,7 +43,7 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
   if ('url' in config) {
     const common = {
       requestInit: { headers: config.headers ?? {} },
-      fetch: recordingFetch(options.onHttpFailure, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused),
+      fetch: recordingFetch(options.onHttpFailure, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused, options.onRead),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
     };
     if (config.type === 'sse') return new SSEClientTransport(new URL(config.url), common);
@@ -55,7 +57,7 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
     // Piped, not inherited: with `toolrouter stdio` our stderr is the client's log, and a server's chatter belongs in
     // our structured log; its last lines explain a crash in the status.
     stderr: 'pipe',
-  }, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused);
+  }, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused, options.onRead);
   let partial = '';
   transport.stderr?.on('data', (chunk: Buffer) => {
     const lines = (partial + chunk.toString('utf8')).split('\n');
@@ -75,10 +77,15 @@ export async function terminateSession(transport: Transport | undefined): Promis
  * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
  * Failed responses are reported: the SDK's error keeps the body but not the status text or WWW-Authenticate.
  */
-function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined, maxResultBytes: number, onRefused?: (bytes: number) => void): typeof fetch {
+function recordingFetch(
+  onFailure: ((failure: HttpFailure) => void) | undefined,
+  maxResultBytes: number,
+  onRefused?: (bytes: number) => void,
+  onRead?: (bytes: number) => void,
+): typeof fetch {
   return async (input, init) => {
     if (init?.signal) setMaxListeners(0, init.signal);
-    const response = bounded(await fetch(input, init), maxResultBytes, onRefused);
+    const response = bounded(await fetch(input, init), maxResultBytes, onRefused, onRead);
     if (!response.ok && onFailure) {
       const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
       const body = await bodyExcerpt(response);
@@ -89,11 +96,11 @@ function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined,
 }
 
 /** The response with its body read through the size bound (bounds.ts): event streams per event, JSON as one message. */
-function bounded(response: Response, limit: number, onRefused?: (bytes: number) => void): Response {
+function bounded(response: Response, limit: number, onRefused?: (bytes: number) => void, onRead?: (bytes: number) => void): Response {
   const type = response.headers.get('content-type') ?? '';
   const framing = type.includes('text/event-stream') ? 'sse' : type.includes('json') ? 'whole' : undefined;
   if (!response.ok || !response.body || framing === undefined) return response;
-  const body = boundedBody(response.body, framing, limit, onRefused && ((bytes) => onRefused(bytes)));
+  const body = boundedBody(response.body, framing, limit, onRefused && ((bytes) => onRefused(bytes)), onRead);
   const headers = new Headers(response.headers);
   // The length changes when a message is replaced.
   headers.delete('content-length');
