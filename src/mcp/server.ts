@@ -1,4 +1,5 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { createHash } from 'node:crypto';
 import {
   CallToolRequestSchema,
@@ -22,6 +23,7 @@ import type { Tool } from '../catalog/types.js';
 import { briefTool } from '../search/coverage.js';
 import { SELECT_PREFIX } from '../search/search.js';
 import { RpcError } from './errors.js';
+import { loose, parseParams } from './params.js';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamNotes } from './startup.js';
 import type { FeaturesChange, UpstreamProgress } from './upstream.js';
@@ -87,47 +89,53 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
 
   // This connection's client, as the relay sees it: one id per session, so a relayed request never reaches another one.
   const session = new SessionRelay(server, gateway.settings.callTimeoutMs);
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> =>
+  // Past the 1.x Server's own tools/call wrapper, which answers a mistake in params with a raw validation dump (and
+  // checks task results this gateway does not create): parseParams names field and type.
+  Protocol.prototype.setRequestHandler.call(server, loose(CallToolRequestSchema), async (raw, extra): Promise<CallToolResult> =>
     callTool(
       gateway,
-      request.params,
+      parseParams(CallToolRequestSchema, raw).params,
       { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n), relay: { channel: session.channel(extra) } },
       accessNow(),
       feedback,
       log,
     ),
   );
-  server.setRequestHandler(SetLevelRequestSchema, async (request) => {
-    session.setLevel(request.params.level);
+  server.setRequestHandler(loose(SetLevelRequestSchema), async (raw) => {
+    session.setLevel(parseParams(SetLevelRequestSchema, raw).params.level);
     return {};
   });
 
-  server.setRequestHandler(ListResourcesRequestSchema, async (request) =>
-    rpc(() => gateway.listResources({ cursor: request.params?.cursor }, accessNow())),
+  server.setRequestHandler(loose(ListResourcesRequestSchema), async (raw) =>
+    rpc(() => gateway.listResources({ cursor: parseParams(ListResourcesRequestSchema, raw).params?.cursor }, accessNow())),
   );
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request) =>
-    rpc(() => gateway.listResourceTemplates({ cursor: request.params?.cursor }, accessNow())),
+  server.setRequestHandler(loose(ListResourceTemplatesRequestSchema), async (raw) =>
+    rpc(() => gateway.listResourceTemplates({ cursor: parseParams(ListResourceTemplatesRequestSchema, raw).params?.cursor }, accessNow())),
   );
-  server.setRequestHandler(ListPromptsRequestSchema, async (request) => rpc(() => gateway.listPrompts({ cursor: request.params?.cursor }, accessNow())));
-  server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) =>
-    rpc(() => gateway.readResource(request.params.uri, { signal: extra.signal, access: accessNow() }), RESOURCE_NOT_FOUND),
+  server.setRequestHandler(loose(ListPromptsRequestSchema), async (raw) =>
+    rpc(() => gateway.listPrompts({ cursor: parseParams(ListPromptsRequestSchema, raw).params?.cursor }, accessNow())),
   );
-  server.setRequestHandler(GetPromptRequestSchema, async (request, extra) =>
-    rpc(() => gateway.getPrompt(request.params.name, request.params.arguments, { signal: extra.signal, access: accessNow() })),
+  server.setRequestHandler(loose(ReadResourceRequestSchema), async (raw, extra) =>
+    rpc(() => gateway.readResource(parseParams(ReadResourceRequestSchema, raw).params.uri, { signal: extra.signal, access: accessNow() }), RESOURCE_NOT_FOUND),
   );
+  server.setRequestHandler(loose(GetPromptRequestSchema), async (raw, extra) => {
+    const { name, arguments: args } = parseParams(GetPromptRequestSchema, raw).params;
+    return rpc(() => gateway.getPrompt(name, args, { signal: extra.signal, access: accessNow() }));
+  });
   // This session's subscriptions: URI → the server subscribed at; undone when the session ends.
   const subscriptions = new Map<string, string>();
-  server.setRequestHandler(SubscribeRequestSchema, async (request) => {
-    const { uri } = request.params;
+  server.setRequestHandler(loose(SubscribeRequestSchema), async (raw) => {
+    const { uri } = parseParams(SubscribeRequestSchema, raw).params;
     if (subscriptions.has(uri)) return {};
     if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new RpcError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
     subscriptions.set(uri, await rpc(() => gateway.subscribe(uri, accessNow()), RESOURCE_NOT_FOUND));
     return {};
   });
-  server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
-    const owner = subscriptions.get(request.params.uri);
-    subscriptions.delete(request.params.uri);
-    if (owner !== undefined) await gateway.unsubscribe(request.params.uri, owner);
+  server.setRequestHandler(loose(UnsubscribeRequestSchema), async (raw) => {
+    const { uri } = parseParams(UnsubscribeRequestSchema, raw).params;
+    const owner = subscriptions.get(uri);
+    subscriptions.delete(uri);
+    if (owner !== undefined) await gateway.unsubscribe(uri, owner);
     return {};
   });
 
