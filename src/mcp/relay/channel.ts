@@ -6,10 +6,10 @@
  */
 
 /** What a client may have declared that the relay needs to know. */
-export type RelayFeature = 'elicitation.form' | 'elicitation.url' | 'sampling';
+export type RelayFeature = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'roots';
 
 /** Server-to-client requests toolrouter relays. */
-export type RelayedRequestMethod = 'elicitation/create' | 'sampling/createMessage';
+export type RelayedRequestMethod = 'elicitation/create' | 'sampling/createMessage' | 'roots/list';
 
 export interface ClientChannel {
   /** The session (or stateless caller) the call came from: two channels with the same id belong to one client. */
@@ -31,6 +31,7 @@ export interface RelayContext {
 /** The feature a server-to-client request needs the client to have declared. */
 export function featureOf(method: RelayedRequestMethod, params: Record<string, unknown>): RelayFeature {
   if (method === 'sampling/createMessage') return 'sampling';
+  if (method === 'roots/list') return 'roots';
   return params.mode === 'url' ? 'elicitation.url' : 'elicitation.form';
 }
 
@@ -38,9 +39,14 @@ export function featureOf(method: RelayedRequestMethod, params: Record<string, u
  * Reads a client's declared capabilities (2025-11-25 `ClientCapabilities`). `elicitation: {}` means form only (the
  * revision before modes were named); `url` must be declared explicitly.
  */
-export function declared(capabilities: { elicitation?: { form?: unknown; url?: unknown }; sampling?: unknown } | undefined, feature: RelayFeature): boolean {
+export function declared(
+  capabilities: { elicitation?: { form?: unknown; url?: unknown }; sampling?: unknown; roots?: unknown } | undefined,
+  feature: RelayFeature,
+): boolean {
   const elicitation = capabilities?.elicitation;
   switch (feature) {
+    case 'roots':
+      return capabilities?.roots !== undefined;
     case 'sampling':
       return capabilities?.sampling !== undefined;
     case 'elicitation.url':

@@ -11,13 +11,14 @@ import type { CallRegistry } from './scope.js';
 
 /**
  * Declared to every upstream: what some caller may be able to do. A request a given caller cannot serve is refused
- * per call. Roots are not declared: they describe one client's workspace, while an upstream connection is shared by
- * every session of every key; declaring them would hand one client's roots to calls of another (README, "What is
- * proxied").
+ * per call. Roots describe one client's workspace while an upstream connection is shared by every session: roots/list
+ * during a call is answered with the calling client's roots, and outside any call (or for a client without roots) with
+ * none, never with another session's. No list_changed: there is no one list to announce changes of.
  */
 export const RELAY_CAPABILITIES: ClientCapabilities = {
   elicitation: { form: {}, url: {} },
   sampling: {},
+  roots: {},
 };
 
 /** JSON-RPC code for a relayed request refused (the MCP specification's "invalid request" family: -32600). */
@@ -41,6 +42,12 @@ export function installRelayHandlers(client: Client, registry: CallRegistry, log
     return channel.request(method, params, signal);
   };
   client.setRequestHandler('elicitation/create', async (request, ctx) => (await relay('elicitation/create', request.params as never, ctx.mcpReq.signal)) as never);
+  client.setRequestHandler('roots/list', async (_request, ctx) => {
+    const attributed = registry.attribute();
+    const channel = 'scope' in attributed ? attributed.scope.channel : undefined;
+    if (!channel?.supports('roots')) return { roots: [] };
+    return (await channel.request('roots/list', {}, ctx.mcpReq.signal)) as never;
+  });
   client.setRequestHandler('sampling/createMessage', async (request, ctx) => (await relay('sampling/createMessage', request.params as never, ctx.mcpReq.signal)) as never);
 
   // Notifications that belong to a call go to its client, namespaced by server; unattributable ones only to our log.

@@ -14,7 +14,7 @@ import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
 import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
-import { callFailure, callTool, forward } from './calls.js';
+import { callAsTask, callFailure, callTool, forward } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
@@ -153,7 +153,8 @@ export class UpstreamConnection {
     try {
       const transform = this.listing.transform(qualifiedName);
       const mapped = transform ? mapArguments(transform, args) : args;
-      return await this.calls.run(options.relay?.channel, () => callTool(client, upstreamName, mapped, options));
+      const asTask = this.listing.requiresTask(qualifiedName);
+      return await this.calls.run(options.relay?.channel, () => (asTask ? callAsTask : callTool)(client, upstreamName, mapped, options));
     } catch (error) {
       throw this.failure(error, `"${qualifiedName}"`, generation, options);
     }
