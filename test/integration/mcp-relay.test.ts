@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
+  ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
   type ClientCapabilities,
   type ElicitRequest,
@@ -39,6 +40,7 @@ async function person(url: string, key: string, name: string, capabilities: Clie
       return request.params.mode === 'url' ? { action: 'accept' } : { action: 'accept', content: { name } };
     });
   }
+  if (capabilities.roots) client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: `file:///home/${name}`, name }] }));
   if (capabilities.sampling) {
     client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
       who.sampled++;
@@ -51,7 +53,7 @@ async function person(url: string, key: string, name: string, capabilities: Clie
   return who;
 }
 
-const ALL: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {} };
+const ALL: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
 
 describe('relay on 2025-11-25 sessions: elicitation, sampling and logging reach the client whose call caused them', () => {
   let api: RunningRouter;
@@ -145,6 +147,14 @@ describe('relay on 2025-11-25 sessions: elicitation, sampling and logging reach 
     }
     assert.equal(bob.sampled, 2);
     assert.equal(alice.sampled, 0);
+  });
+
+  it('roots: roots/list during a call is answered with the caller\'s roots; a client without roots gives none', async () => {
+    for (const server of ['web', 'st']) {
+      assert.equal(textOf(await alice.client.callTool({ name: `${server}__roots`, arguments: {} })), 'roots: file:///home/alice', server);
+      assert.equal(textOf(await bob.client.callTool({ name: 'call_tool', arguments: { name: `${server}__roots`, arguments: {} } })), 'roots: file:///home/bob', server);
+      assert.equal(textOf(await mute.client.callTool({ name: `${server}__roots`, arguments: {} })), 'roots: (none)', server);
+    }
   });
 
   it('logging: messages logged during a call reach its session, namespaced by server, at the level the session set', async () => {
