@@ -46,6 +46,7 @@ const MODERN_CAPABILITIES = {
   tools: { listChanged: true, filtering: true },
   resources: { listChanged: true },
   prompts: { listChanged: true },
+  completions: {},
 } as ServerCapabilities;
 
 /** tools/call params (the `_meta` envelope is lifted out by the SDK before the handler). */
@@ -155,6 +156,9 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
       ttlMs: 0,
       cacheScope: 'private' as const,
     })) as never,
+  );
+  server.setRequestHandler('completion/complete', async (request, ctx: ServerContext) =>
+    v2(async () => (await rpc(() => gateway.complete(request.params as never, { signal: ctx.mcpReq.signal, access }))) as never),
   );
   server.setRequestHandler('prompts/get', async (request, ctx: ServerContext) =>
     v2(async () => (await rpc(() => gateway.getPrompt(request.params.name, request.params.arguments, { signal: ctx.mcpReq.signal, access }))) as never),

@@ -3,6 +3,7 @@ import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { createHash } from 'node:crypto';
 import {
   CallToolRequestSchema,
+  CompleteRequestSchema,
   ErrorCode,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
@@ -53,6 +54,8 @@ export const CAPABILITIES = {
   prompts: { listChanged: true },
   // Upstreams' log messages during a session's calls, at the level it set (src/mcp/relay/session.ts).
   logging: {},
+  // completion/complete for the aggregated prompts and resource templates, answered by the server offering them.
+  completions: {},
 } as ServerCapabilities;
 
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
@@ -121,6 +124,10 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   server.setRequestHandler(loose(GetPromptRequestSchema), async (raw, extra) => {
     const { name, arguments: args } = parseParams(GetPromptRequestSchema, raw).params;
     return rpc(() => gateway.getPrompt(name, args, { signal: extra.signal, access: accessNow() }));
+  });
+  server.setRequestHandler(loose(CompleteRequestSchema), async (raw, extra) => {
+    const { params } = parseParams(CompleteRequestSchema, raw);
+    return rpc(() => gateway.complete(params, { signal: extra.signal, access: accessNow() }));
   });
   // This session's subscriptions: URI → the server subscribed at; undone when the session ends.
   const subscriptions = new Map<string, string>();

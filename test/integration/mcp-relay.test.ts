@@ -157,6 +157,14 @@ describe('relay on 2025-11-25 sessions: elicitation, sampling and logging reach 
     }
   });
 
+  it('completion: prompts and resource templates complete at the server that offers them', async () => {
+    const prompt = await alice.client.complete({ ref: { type: 'ref/prompt', name: 'st__paint' }, argument: { name: 'colour', value: 'bl' } });
+    assert.deepEqual(prompt.completion.values, ['blue', 'black']);
+    const template = await alice.client.complete({ ref: { type: 'ref/resource', uri: 'swatch://{colour}' }, argument: { name: 'colour', value: 'g' } });
+    assert.deepEqual(template.completion.values, ['green']);
+    await assert.rejects(alice.client.complete({ ref: { type: 'ref/prompt', name: 'nobody__paint' }, argument: { name: 'colour', value: '' } }), /nothing to complete/);
+  });
+
   it('logging: messages logged during a call reach its session, namespaced by server, at the level the session set', async () => {
     await alice.client.setLoggingLevel('info');
     await alice.client.callTool({ name: 'st__chatty', arguments: {} });

@@ -155,6 +155,12 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     );
   }
 
+  /** The connected server (of those `visible`) with this resource template (by its URI template), or serving the URI. */
+  templateOwner(uriTemplate: string, visible: (server: string) => boolean): UpstreamConnection | undefined {
+    const candidates = [...this.connections.values()].filter((connection) => visible(connection.name));
+    return candidates.find((connection) => connection.offered().templates.some((template) => template.uriTemplate === uriTemplate)) ?? this.resourceOwner(uriTemplate, visible);
+  }
+
   /** The connected server (of those `visible`) with a prompt of this qualified name, and the prompt's own name. */
   promptOwner(qualifiedName: string, visible: (server: string) => boolean): { connection: UpstreamConnection; name: string } | undefined {
     for (const connection of this.connections.values()) {
