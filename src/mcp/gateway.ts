@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import {
+  CompleteResultSchema,
   GetPromptResultSchema,
   ReadResourceResultSchema,
   type CallToolResult,
+  type CompleteResult,
   type GetPromptResult,
   type Prompt,
   type ReadResourceResult,
@@ -25,6 +27,7 @@ import type { FeedbackRecorder } from '../feedback/service.js';
 import { SearchLedger } from './feedback-capture.js';
 import { mcpClientToolSpan } from '../telemetry/spans.js';
 import type { McpTokenAccounting } from './token-accounting.js';
+import type { RelayContext } from './relay/channel.js';
 
 export interface GatewaySettings {
   /**
@@ -334,7 +337,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   async callTool(
     name: string,
     args: Record<string, unknown> | undefined,
-    options: { signal?: AbortSignal; access?: Access; onProgress?: (progress: UpstreamProgress) => void } = {},
+    options: {
+      signal?: AbortSignal;
+      access?: Access;
+      onProgress?: (progress: UpstreamProgress) => void;
+      /** The caller's client channel: the upstream's elicitation, sampling and logs during the call reach it. */
+      relay?: RelayContext;
+    } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
     if (this.isVirtual(name, access)) {
@@ -359,7 +368,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     }
     return this.forwarding(() =>
       mcpClientToolSpan({ name, server: entry.server ?? entry.source, arguments: args }, (meta) =>
-        this.upstreams.callTool(name, args, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal, onProgress: options.onProgress, meta }),
+        this.upstreams.callTool(name, args, {
+          timeoutMs: this.settings.callTimeoutMs,
+          signal: options.signal,
+          onProgress: options.onProgress,
+          meta,
+          ...(options.relay ? { relay: options.relay } : {}),
+        }),
       ),
     );
   }
@@ -404,6 +419,32 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         GetPromptResultSchema,
         { timeoutMs: this.settings.callTimeoutMs, signal: options.signal },
       ),
+    );
+  }
+
+  /**
+   * completion/complete for an aggregated prompt (by namespaced name, sent on under the server's own name) or resource
+   * template (by URI template, unchanged), routed to the server that offers it; the answer comes back as it is.
+   */
+  async complete(
+    params: { ref: { type: string; name?: string; uri?: string }; argument: { name: string; value: string }; context?: Record<string, unknown> },
+    options: { signal?: AbortSignal; access?: Access } = {},
+  ): Promise<CompleteResult> {
+    const access = options.access ?? Access.open;
+    const visible = (server: string) => access.canSeeServer(server);
+    let connection: UpstreamConnection | undefined;
+    let ref = params.ref;
+    if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+      const owner = this.upstreams.promptOwner(ref.name, visible);
+      connection = owner?.connection;
+      if (owner) ref = { ...ref, name: owner.name };
+    } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+      connection = this.upstreams.templateOwner(ref.uri, visible);
+    }
+    if (!connection) throw new GatewayError('not_found', `nothing to complete for ${JSON.stringify(params.ref)}; prompts/list and resources/templates/list show what can be completed`);
+    const target = connection;
+    return this.forwarding(() =>
+      target.forward({ method: 'completion/complete', params: { ...params, ref } }, CompleteResultSchema, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal }),
     );
   }
 

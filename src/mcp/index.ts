@@ -77,6 +77,7 @@ export function createMcpFaces(deps: {
     reconnect: mcp.reconnect,
     connectTimeoutMs: mcp.connectTimeoutMs,
     pingIntervalMs: mcp.pingIntervalMs,
+    maxResultBytes: mcp.maxResultBytes,
     transforms: mcp.transforms,
     auth: (server) => oauth.auth(server),
     log: log.child({ component: 'upstreams' }),

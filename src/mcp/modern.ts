@@ -7,6 +7,8 @@ import {
   Server,
   type AuthInfo,
   type CallToolResult,
+  type JSONRPCRequest,
+  type Result,
   type McpHttpHandler,
   type ServerCapabilities,
   type ServerContext,
@@ -16,6 +18,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { Access } from '../auth/access.js';
 import { McpFeedback } from './feedback-capture.js';
+import { describeIssues } from './params.js';
 import type { McpGateway } from './gateway.js';
 import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
 import { IMPLEMENTATION } from './version.js';
@@ -43,7 +46,11 @@ const MODERN_CAPABILITIES = {
   tools: { listChanged: true, filtering: true },
   resources: { listChanged: true },
   prompts: { listChanged: true },
+  completions: {},
 } as ServerCapabilities;
+
+/** tools/call params (the `_meta` envelope is lifted out by the SDK before the handler). */
+const CallParams = z.looseObject({ name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() });
 
 /** tools/list params as SEP-1821 extends them; listTools checks their types. */
 const ListToolsParams = z.looseObject({ cursor: z.unknown().optional(), query: z.unknown().optional() });
@@ -73,12 +80,35 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * The v2 SDK server, with a client's mistake in tools/call params answered in words: the SDK checks them before the
+ * handler and puts its raw validation dump in the -32602 message; the code stays, the message names field and type.
+ */
+class ReadableParamsServer extends Server {
+  protected override _wrapHandler(
+    method: string,
+    handler: (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result>,
+  ): (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result> {
+    const wrapped = super._wrapHandler(method, handler);
+    if (method !== 'tools/call') return wrapped;
+    return async (request, ctx) => {
+      try {
+        return await wrapped(request, ctx);
+      } catch (error) {
+        const checked = error instanceof ProtocolError && error.code === -32602 ? CallParams.safeParse(request.params ?? {}) : undefined;
+        if (checked && !checked.success) throw new ProtocolError(-32602, `invalid params for tools/call: ${describeIssues(checked.error.issues, ['params'])}`);
+        throw error;
+      }
+    };
+  }
+}
+
+/**
  * One v2 SDK server over the gateway for one caller: per request on HTTP, per connection on stdio. `live` (stdio):
  * the instance stays connected, so it forwards the gateway's change events as notifications, which the SDK routes to
  * the connection's subscriptions/listen streams.
  */
 export function createModernServer(gateway: McpGateway, log: Logger, access: Access = Access.open, live = false): Server {
-  const server = new Server(IMPLEMENTATION, { capabilities: MODERN_CAPABILITIES, instructions: instructions(gateway, access) });
+  const server = new ReadableParamsServer(IMPLEMENTATION, { capabilities: MODERN_CAPABILITIES, instructions: instructions(gateway, access) });
   // Stateless: no session history; pairing comes from the search id or this key's recent searches.
   const feedback = new McpFeedback(gateway.searches, () => access.scope, false);
 
@@ -126,6 +156,9 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
       ttlMs: 0,
       cacheScope: 'private' as const,
     })) as never,
+  );
+  server.setRequestHandler('completion/complete', async (request, ctx: ServerContext) =>
+    v2(async () => (await rpc(() => gateway.complete(request.params as never, { signal: ctx.mcpReq.signal, access }))) as never),
   );
   server.setRequestHandler('prompts/get', async (request, ctx: ServerContext) =>
     v2(async () => (await rpc(() => gateway.getPrompt(request.params.name, request.params.arguments, { signal: ctx.mcpReq.signal, access }))) as never),

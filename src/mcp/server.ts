@@ -1,13 +1,16 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { createHash } from 'node:crypto';
 import {
   CallToolRequestSchema,
+  CompleteRequestSchema,
   ErrorCode,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
+  SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   type CallToolResult,
@@ -21,12 +24,15 @@ import type { Tool } from '../catalog/types.js';
 import { briefTool } from '../search/coverage.js';
 import { SELECT_PREFIX } from '../search/search.js';
 import { RpcError } from './errors.js';
+import { loose, parseParams } from './params.js';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamNotes } from './startup.js';
 import type { FeaturesChange, UpstreamProgress } from './upstream.js';
 import { IMPLEMENTATION } from './version.js';
 import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
 import { mcpServerToolSpan } from '../telemetry/spans.js';
+import type { RelayContext } from './relay/channel.js';
+import { SessionRelay } from './relay/session.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -46,6 +52,10 @@ export const CAPABILITIES = {
   tools: { listChanged: true, filtering: true },
   resources: { listChanged: true, subscribe: true },
   prompts: { listChanged: true },
+  // Upstreams' log messages during a session's calls, at the level it set (src/mcp/relay/session.ts).
+  logging: {},
+  // completion/complete for the aggregated prompts and resource templates, answered by the server offering them.
+  completions: {},
 } as ServerCapabilities;
 
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
@@ -80,36 +90,59 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     return listTools(gateway, request.params, accessNow(), feedback);
   });
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> =>
-    callTool(gateway, request.params, { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n) }, accessNow(), feedback, log),
+  // This connection's client, as the relay sees it: one id per session, so a relayed request never reaches another one.
+  const session = new SessionRelay(server, gateway.settings.callTimeoutMs);
+  // Past the 1.x Server's own tools/call wrapper, which answers a mistake in params with a raw validation dump (and
+  // checks task results this gateway does not create): parseParams names field and type.
+  Protocol.prototype.setRequestHandler.call(server, loose(CallToolRequestSchema), async (raw, extra): Promise<CallToolResult> =>
+    callTool(
+      gateway,
+      parseParams(CallToolRequestSchema, raw).params,
+      { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n), relay: { channel: session.channel(extra) } },
+      accessNow(),
+      feedback,
+      log,
+    ),
   );
+  server.setRequestHandler(loose(SetLevelRequestSchema), async (raw) => {
+    session.setLevel(parseParams(SetLevelRequestSchema, raw).params.level);
+    return {};
+  });
 
-  server.setRequestHandler(ListResourcesRequestSchema, async (request) =>
-    rpc(() => gateway.listResources({ cursor: request.params?.cursor }, accessNow())),
+  server.setRequestHandler(loose(ListResourcesRequestSchema), async (raw) =>
+    rpc(() => gateway.listResources({ cursor: parseParams(ListResourcesRequestSchema, raw).params?.cursor }, accessNow())),
   );
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request) =>
-    rpc(() => gateway.listResourceTemplates({ cursor: request.params?.cursor }, accessNow())),
+  server.setRequestHandler(loose(ListResourceTemplatesRequestSchema), async (raw) =>
+    rpc(() => gateway.listResourceTemplates({ cursor: parseParams(ListResourceTemplatesRequestSchema, raw).params?.cursor }, accessNow())),
   );
-  server.setRequestHandler(ListPromptsRequestSchema, async (request) => rpc(() => gateway.listPrompts({ cursor: request.params?.cursor }, accessNow())));
-  server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) =>
-    rpc(() => gateway.readResource(request.params.uri, { signal: extra.signal, access: accessNow() }), RESOURCE_NOT_FOUND),
+  server.setRequestHandler(loose(ListPromptsRequestSchema), async (raw) =>
+    rpc(() => gateway.listPrompts({ cursor: parseParams(ListPromptsRequestSchema, raw).params?.cursor }, accessNow())),
   );
-  server.setRequestHandler(GetPromptRequestSchema, async (request, extra) =>
-    rpc(() => gateway.getPrompt(request.params.name, request.params.arguments, { signal: extra.signal, access: accessNow() })),
+  server.setRequestHandler(loose(ReadResourceRequestSchema), async (raw, extra) =>
+    rpc(() => gateway.readResource(parseParams(ReadResourceRequestSchema, raw).params.uri, { signal: extra.signal, access: accessNow() }), RESOURCE_NOT_FOUND),
   );
+  server.setRequestHandler(loose(GetPromptRequestSchema), async (raw, extra) => {
+    const { name, arguments: args } = parseParams(GetPromptRequestSchema, raw).params;
+    return rpc(() => gateway.getPrompt(name, args, { signal: extra.signal, access: accessNow() }));
+  });
+  server.setRequestHandler(loose(CompleteRequestSchema), async (raw, extra) => {
+    const { params } = parseParams(CompleteRequestSchema, raw);
+    return rpc(() => gateway.complete(params, { signal: extra.signal, access: accessNow() }));
+  });
   // This session's subscriptions: URI → the server subscribed at; undone when the session ends.
   const subscriptions = new Map<string, string>();
-  server.setRequestHandler(SubscribeRequestSchema, async (request) => {
-    const { uri } = request.params;
+  server.setRequestHandler(loose(SubscribeRequestSchema), async (raw) => {
+    const { uri } = parseParams(SubscribeRequestSchema, raw).params;
     if (subscriptions.has(uri)) return {};
     if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new RpcError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
     subscriptions.set(uri, await rpc(() => gateway.subscribe(uri, accessNow()), RESOURCE_NOT_FOUND));
     return {};
   });
-  server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
-    const owner = subscriptions.get(request.params.uri);
-    subscriptions.delete(request.params.uri);
-    if (owner !== undefined) await gateway.unsubscribe(request.params.uri, owner);
+  server.setRequestHandler(loose(UnsubscribeRequestSchema), async (raw) => {
+    const { uri } = parseParams(UnsubscribeRequestSchema, raw).params;
+    const owner = subscriptions.get(uri);
+    subscriptions.delete(uri);
+    if (owner !== undefined) await gateway.unsubscribe(uri, owner);
     return {};
   });
 
@@ -158,6 +191,8 @@ export interface CallContext {
   signal: AbortSignal;
   progressToken?: string | number;
   notify(notification: { method: 'notifications/progress'; params: Record<string, unknown> }): Promise<void>;
+  /** The calling client, for what the upstream asks or tells during the call (src/mcp/relay/); none: refused. */
+  relay?: RelayContext;
 }
 
 /** tools/list (with SEP-1821 `query`) for one caller; `notes` says which upstreams the answer is missing. */
@@ -312,7 +347,7 @@ async function callThrough(gateway: McpGateway, args: Record<string, unknown> | 
   const { name, arguments: inner } = args as { name: string; arguments?: Record<string, unknown> };
   try {
     // The client's cancellation (context.signal) is handed to the upstream call, which sends notifications/cancelled on.
-    return await gateway.callTool(name, inner, { signal: context.signal, access, onProgress: relayProgress(context) });
+    return await gateway.callTool(name, inner, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context) });
   } catch (error) {
     // The target is an argument the model chose: a target this key may not use is a failed call it can read and
     // recover from (search again), like any other, not a protocol error that ends the model's turn.
@@ -330,7 +365,7 @@ async function forward(
   access: Access,
 ): Promise<CallToolResult> {
   try {
-    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context) });
+    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context) });
   } catch (error) {
     if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
     // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.
@@ -339,6 +374,10 @@ async function forward(
     log.error({ err: error, tool: name }, 'tool call failed');
     throw error;
   }
+}
+
+function relayOf(context: CallContext): { relay?: RelayContext } {
+  return context.relay ? { relay: context.relay } : {};
 }
 
 function errorResult(message: string): CallToolResult {

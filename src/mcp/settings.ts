@@ -88,6 +88,13 @@ export const mcpSettingsSchema = z
     search: z.union([z.literal('auto'), z.boolean()], { error: 'must be "auto", true or false' }).default('auto'),
     searchToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('search_tools'),
     callToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('call_tool'),
+    /**
+     * The largest message toolrouter reads from an upstream (a tool result, a resource, a prompt). A larger result is
+     * refused unread with an isError result naming this setting, so one upstream cannot take the process's memory: each
+     * message is held whole only up to this size (per call in flight). Default 4 MiB: about a million tokens of text,
+     * more than any model's context holds, and a 3 MB image base64-encoded still fits.
+     */
+    maxResultBytes: z.number().int().min(1_024).max(1_073_741_824).default(4 * 1024 * 1024),
     /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
     callTimeoutMs: z.number().int().min(1).max(3_600_000).default(60_000),
     /**

@@ -210,15 +210,24 @@ describe('gateway features: progress, cancellation, resources, prompts, tasks, k
     assert.equal(got.body.messages[0].content.text, 'Summarize x');
   });
 
-  it('leaves tools that require task-augmented calls out of listings and search, and says why', async () => {
-    assert.equal(api.router.catalog.get('feat__long_job'), undefined);
+  it('tools that require task-augmented calls are listed, searchable and callable (run as a task upstream)', async () => {
+    const entry = api.router.catalog.get('feat__long_job');
+    assert.ok(entry, 'in the catalog');
+    assert.equal((entry.tool as { execution?: { taskSupport?: string } }).execution?.taskSupport, undefined, 'offered as a plain tool: toolrouter runs the task');
     const found: any = await client.callTool({ name: 'search_tools', arguments: { query: 'select:feat__long_job,feat__countdown' } });
     assert.deepEqual(
       found.structuredContent.tools.map((tool: any) => tool.name),
-      ['feat__countdown'],
+      ['feat__long_job', 'feat__countdown'],
     );
+    const direct = await client.callTool({ name: 'feat__long_job', arguments: { n: 7 } });
+    assert.equal(textOf(direct), 'job 7 done');
+    const through = await client.callTool({ name: 'call_tool', arguments: { name: 'feat__long_job', arguments: { n: 8 } } });
+    assert.equal(textOf(through), 'job 8 done');
+    const rest = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: ADMIN_KEY, body: { name: 'feat__long_job', arguments: { n: 9 } } });
+    assert.equal(rest.status, 200);
+    assert.equal(rest.body.content[0].text, 'job 9 done');
     const status = api.router.mcp.upstreams.status().find((server) => server.name === 'feat')!;
-    assert.ok(status.skipped.some((line) => /long_job: requires task-augmented calls/.test(line)), status.skipped.join('; '));
+    assert.ok(!status.skipped.some((line) => /long_job/.test(line)), status.skipped.join('; '));
   });
 
   it('REST search reads "regex:" and "select:" exactly as search_tools does', async () => {

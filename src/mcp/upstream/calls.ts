@@ -1,8 +1,9 @@
 /** Forwarding requests to a connected upstream, and what a failed one means for the caller. */
 import { ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
 import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { withoutRepeatedCode } from '../errors.js';
+import { RESULT_TOO_LARGE } from './bounds.js';
 import { UpstreamError, type UpstreamCallOptions } from './types.js';
 
 /** tools/call under the upstream's own name; the result comes back as the upstream gave it. */
@@ -15,6 +16,40 @@ export async function callTool(client: Client, name: string, args: Record<string
     // The SDK sends its own progress token upstream and hands us each notification for it.
     ...(options.onProgress ? { onprogress: options.onProgress } : {}),
   });
+}
+
+/** What tools/call answers when asked to run as a task (MCP 2025-11-25 CreateTaskResult), as far as we read it. */
+const CreatedTask = z.looseObject({ task: z.looseObject({ taskId: z.string(), status: z.string() }) });
+
+/**
+ * tools/call of a tool the upstream runs only as a task: the call is made task-augmented, then `tasks/result` waits for
+ * the task's end and brings its result (what the upstream asks meanwhile, e.g. elicitation, is relayed as during any
+ * call). A caller who gives up cancels the task upstream.
+ */
+export async function callAsTask(client: Client, name: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
+  const deadline = Date.now() + options.timeoutMs;
+  const created = await client.request(
+    {
+      method: 'tools/call',
+      params: { name, ...(args === undefined ? {} : { arguments: args }), task: { ttl: options.timeoutMs }, ...(options.meta ? { _meta: options.meta } : {}) },
+    },
+    CreatedTask as never,
+    { timeout: options.timeoutMs, signal: options.signal },
+  ) as z.infer<typeof CreatedTask>;
+  const { taskId } = created.task;
+  const cancel = () => void client.request({ method: 'tasks/cancel', params: { taskId } }, z.looseObject({}) as never, { timeout: 5_000 }).catch(() => {});
+  options.signal?.addEventListener('abort', cancel, { once: true });
+  try {
+    return (await client.request({ method: 'tasks/result', params: { taskId } }, CallToolResultSchema as never, {
+      timeout: Math.max(1, deadline - Date.now()),
+      signal: options.signal,
+    })) as CallToolResult;
+  } catch (error) {
+    if (!options.signal?.aborted) cancel();
+    throw error;
+  } finally {
+    options.signal?.removeEventListener('abort', cancel);
+  }
 }
 
 /** resources/read, prompts/get, a subscription change: as it is. */
@@ -42,6 +77,10 @@ export function callFailure(
   if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
     // The SDK has already sent notifications/cancelled upstream.
     return new UpstreamError('timeout', `upstream MCP server "${server}" did not answer ${what} within ${options.timeoutMs} ms`);
+  }
+  if (error instanceof ProtocolError && error.code === RESULT_TOO_LARGE) {
+    // Our own bound (bounds.ts), not the upstream's answer: the connection is fine.
+    return new UpstreamError('error', `the result of ${what} from upstream MCP server "${server}" was refused: ${withoutRepeatedCode(error.message)}`);
   }
   if (error instanceof ProtocolError) {
     return new UpstreamError('error', `upstream MCP server "${server}" answered with an error: ${withoutRepeatedCode(error.message)}`);

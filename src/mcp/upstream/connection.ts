@@ -12,7 +12,9 @@ import { describeConnectFailure, describeUpstreamError, type HttpFailure } from 
 import { listFeatures, NO_FEATURES, type UpstreamFeatures } from '../features.js';
 import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
-import { callFailure, callTool, forward } from './calls.js';
+import { CallRegistry } from '../relay/scope.js';
+import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
+import { callAsTask, callFailure, callTool, forward } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { needsPerson, Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
@@ -44,6 +46,8 @@ export interface ConnectionOptions {
   log: Logger;
   /** OAuth for an HTTP server with `auth: oauth` (src/mcp/oauth/). */
   auth?: UpstreamAuth | undefined;
+  /** Largest message (a result) read from this server; larger ones are refused unread (upstream/bounds.ts). */
+  maxResultBytes: number;
 }
 
 export class UpstreamConnection {
@@ -72,6 +76,10 @@ export class UpstreamConnection {
   private stderrTail: string[] = [];
   private readonly listing: ToolListing;
   private readonly retries: Reconnection;
+  /** Bytes read from the server so far (counted by the result bound): a server still sending is alive. */
+  private bytesRead = 0;
+  /** Calls in flight, so that what the server asks during one reaches that call's client (src/mcp/relay/). */
+  private readonly calls: CallRegistry;
   private settle!: () => void;
   readonly firstAttempt = new Promise<void>((resolve) => (this.settle = resolve));
   private readonly log: Logger;
@@ -90,6 +98,7 @@ export class UpstreamConnection {
     this.log = options.log.child({ upstream: name });
     this.listing = new ToolListing(name, catalog, options.separator, options.transforms, this.log);
     this.retries = new Reconnection(options);
+    this.calls = new CallRegistry(name);
   }
 
   start(): void {
@@ -143,7 +152,9 @@ export class UpstreamConnection {
     const generation = this.generation;
     try {
       const transform = this.listing.transform(qualifiedName);
-      return await callTool(client, upstreamName, transform ? mapArguments(transform, args) : args, options);
+      const mapped = transform ? mapArguments(transform, args) : args;
+      const asTask = this.listing.requiresTask(qualifiedName);
+      return await this.calls.run(options.relay?.channel, () => (asTask ? callAsTask : callTool)(client, upstreamName, mapped, options));
     } catch (error) {
       throw this.failure(error, `"${qualifiedName}"`, generation, options);
     }
@@ -252,7 +263,9 @@ export class UpstreamConnection {
     this.onStatus(this.status());
     // 'auto': probe with server/discover and use 2026-07-28 when the server offers it; an older server gets the plain
     // 2025 initialize (and so negotiates 2025-11-25, 2025-06-18, ... as before).
-    const client = new Client(IMPLEMENTATION, { capabilities: {}, versionNegotiation: { mode: 'auto' } });
+    // What callers may be able to do (elicitation, sampling) is declared; each request is refused or relayed per call.
+    const client = new Client(IMPLEMENTATION, { capabilities: RELAY_CAPABILITIES, versionNegotiation: { mode: 'auto' } });
+    installRelayHandlers(client, this.calls, this.log);
     this.listening = undefined;
     this.lastTransportError = undefined;
     this.lastHttpFailure = undefined;
@@ -280,6 +293,10 @@ export class UpstreamConnection {
     this.client = client;
     try {
       const transport = createTransport(this.config, {
+        maxResultBytes: this.options.maxResultBytes,
+        onRead: (bytes) => {
+          this.bytesRead += bytes;
+        },
         ...(this.options.auth ? { authProvider: this.options.auth.provider } : {}),
         onStderr: (line) => {
           this.log.debug({ stderr: line }, 'upstream stderr');
@@ -450,12 +467,19 @@ export class UpstreamConnection {
     const client = this.client;
     if (this.checking || generation !== this.generation || this.state !== 'connected' || !client) return;
     this.checking = true;
+    const readBefore = this.bytesRead;
     try {
       const options = { timeout: Math.min(this.options.connectTimeoutMs, Math.max(this.options.pingIntervalMs, 1_000)) };
       // 2026-07-28 has no ping; server/discover is its cheapest request.
       if (client.getProtocolEra() === 'modern') await client.discover(options);
       else await client.ping(options);
     } catch (error) {
+      // A server streaming a large answer (refused piece by piece by the result bound) answers the ping only after it:
+      // bytes arriving during the ping mean it is alive, not gone.
+      if (this.bytesRead !== readBefore) {
+        this.log.debug({ err: error }, 'ping unanswered while the server was sending; still connected');
+        return;
+      }
       this.lost(generation, `ping failed: ${this.describe(error)}`);
     } finally {
       this.checking = false;

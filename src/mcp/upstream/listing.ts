@@ -37,6 +37,8 @@ export class ToolListing {
   private readonly toUpstream = new Map<string, string>();
   /** Qualified (transformed) name → the transform applied, for mapping call arguments back. */
   private readonly transformOf = new Map<string, ToolTransform>();
+  /** Qualified names of tools the upstream runs only as tasks. */
+  private asTasks = new Set<string>();
   /** Qualified names of the tools it had in the catalog when it went down; empty while connected. */
   private readonly remembered = new Set<string>();
   clashes: string[] = [];
@@ -68,6 +70,11 @@ export class ToolListing {
     return this.transformOf.get(qualifiedName);
   }
 
+  /** Whether the upstream runs this tool only as a task (execution.taskSupport "required"). */
+  requiresTask(qualifiedName: string): boolean {
+    return this.asTasks.has(qualifiedName);
+  }
+
   remembers(qualifiedName: string): boolean {
     return this.remembered.has(qualifiedName);
   }
@@ -84,15 +91,14 @@ export class ToolListing {
     const transformProblems: string[] = [];
     const transformed = new Map<string, ToolTransform>();
     const matched = new Set<string>();
+    const asTasks = new Set<string>();
     // An empty separator turns namespacing off: tools keep the upstream's names, and equal names clash.
     const qualify = (name: string) => (this.separator === '' ? name : `${this.server}${this.separator}${name}`);
-    for (const tool of tools) {
-      if (tool.execution?.taskSupport === 'required') {
-        // The gateway does not relay task-augmented calls (README, "MCP gateway"): a tool that can only run as a task
-        // would be offered and then fail every call.
-        skipped.push(`${tool.name}: requires task-augmented calls (execution.taskSupport "required"), which toolrouter does not relay`);
-        continue;
-      }
+    for (let tool of tools) {
+      // A tool that runs only as a task (MCP 2025-11-25) is offered as a plain tool: toolrouter runs it as a task on the
+      // upstream and answers the call with its result (calls.ts callAsTask), so clients call it like any other.
+      const needsTask = tool.execution?.taskSupport === 'required';
+      if (needsTask) tool = withoutTaskSupport(tool);
       let qualified = qualify(tool.name);
       let candidate: McpTool | Tool = { ...tool, name: qualified };
       const transform = this.transforms.get(qualified);
@@ -120,6 +126,7 @@ export class ToolListing {
       }
       accepted.push(candidate as Tool);
       mapping.set(qualified, tool.name);
+      if (needsTask) asTasks.add(qualified);
       if (transform) transformed.set(qualified, transform);
     }
     // With namespacing off, a key may belong to any server: only a namespaced key is known to be this server's.
@@ -140,6 +147,7 @@ export class ToolListing {
     for (const [qualified, original] of mapping) this.toUpstream.set(qualified, original);
     this.transformOf.clear();
     for (const [qualified, transform] of transformed) this.transformOf.set(qualified, transform);
+    this.asTasks = asTasks;
     this.clashes = clashes;
     this.skipped = skipped;
     this.transformProblems = transformProblems;
@@ -161,6 +169,7 @@ export class ToolListing {
     for (const name of this.toUpstream.keys()) this.remembered.add(name);
     this.toUpstream.clear();
     this.transformOf.clear();
+    this.asTasks = new Set();
     this.clashes = [];
     this.catalog.removeSource(this.server);
   }
@@ -170,4 +179,11 @@ export class ToolListing {
     this.withdraw();
     this.remembered.clear();
   }
+}
+
+/** The definition as toolrouter offers it: without `taskSupport` (through toolrouter the tool is called plainly). */
+function withoutTaskSupport(tool: McpTool): McpTool {
+  const { taskSupport: _taskSupport, ...execution } = tool.execution ?? {};
+  const { execution: _execution, ...rest } = tool;
+  return Object.keys(execution).length > 0 ? { ...rest, execution } : rest;
 }

@@ -3,6 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import { servesUri, type UpstreamFeatures } from '../features.js';
 import { transformServer, type ToolTransform } from '../transform.js';
+import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
 import {
   UpstreamError,
@@ -154,6 +155,12 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     );
   }
 
+  /** The connected server (of those `visible`) with this resource template (by its URI template), or serving the URI. */
+  templateOwner(uriTemplate: string, visible: (server: string) => boolean): UpstreamConnection | undefined {
+    const candidates = [...this.connections.values()].filter((connection) => visible(connection.name));
+    return candidates.find((connection) => connection.offered().templates.some((template) => template.uriTemplate === uriTemplate)) ?? this.resourceOwner(uriTemplate, visible);
+  }
+
   /** The connected server (of those `visible`) with a prompt of this qualified name, and the prompt's own name. */
   promptOwner(qualifiedName: string, visible: (server: string) => boolean): { connection: UpstreamConnection; name: string } | undefined {
     for (const connection of this.connections.values()) {
@@ -193,6 +200,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         reconnect: this.options.reconnect,
         connectTimeoutMs: this.options.connectTimeoutMs,
         pingIntervalMs: this.options.pingIntervalMs,
+        maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
         transforms: this.transformsOf(name),
         auth: 'url' in config ? this.options.auth?.(name) : undefined,
         log: this.options.log,

@@ -6,6 +6,7 @@ import { setMaxListeners } from 'node:events';
 import { SSEClientTransport, StreamableHTTPClientTransport, type AuthProvider, type OAuthClientProvider, type Transport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { bodyExcerpt, type HttpFailure } from '../errors.js';
+import { BoundedReadBuffer, boundedBody, DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import type { UpstreamServerConfig } from './types.js';
 
 export interface TransportOptions {
@@ -15,6 +16,12 @@ export interface TransportOptions {
   onHttpFailure?: (failure: HttpFailure) => void;
   /** Authorization for HTTP servers (OAuth): the SDK asks it for tokens and reports 401s to it. */
   authProvider?: AuthProvider | OAuthClientProvider;
+  /** Largest message read from the server; larger ones are replaced by an error for their request (bounds.ts). */
+  maxResultBytes?: number;
+  /** Each message refused for its size. */
+  onRefused?: (bytes: number) => void;
+  /** Bytes read from the server (liveness: a server busy sending is not gone). */
+  onRead?: (bytes: number) => void;
 }
 
 /**
@@ -23,13 +30,20 @@ export interface TransportOptions {
  * pipe (a 2025 server answers the unknown method with an error, and initialize follows on the same pipe). One process
  * per connection, and half the start-up time for servers that are slow to start.
  */
-class InPlaceStdioTransport extends StdioClientTransport {}
+class InPlaceStdioTransport extends StdioClientTransport {
+  constructor(params: ConstructorParameters<typeof StdioClientTransport>[0], maxResultBytes: number, onRefused?: (bytes: number) => void, onRead?: (bytes: number) => void) {
+    super(params);
+    // The SDK's buffer holds a whole line however long (and closes the transport past 10 MB); ours never holds more than
+    // the limit, and answers an oversized result with an error for its request.
+    (this as unknown as { _readBuffer: BoundedReadBuffer })._readBuffer = new BoundedReadBuffer(maxResultBytes, onRefused && ((bytes) => onRefused(bytes)), onRead);
+  }
+}
 
 export function createTransport(config: UpstreamServerConfig, options: TransportOptions = {}): Transport {
   if ('url' in config) {
     const common = {
       requestInit: { headers: config.headers ?? {} },
-      fetch: recordingFetch(options.onHttpFailure),
+      fetch: recordingFetch(options.onHttpFailure, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused, options.onRead),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
     };
     if (config.type === 'sse') return new SSEClientTransport(new URL(config.url), common);
@@ -43,7 +57,7 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
     // Piped, not inherited: with `toolrouter stdio` our stderr is the client's log, and a server's chatter belongs in
     // our structured log; its last lines explain a crash in the status.
     stderr: 'pipe',
-  });
+  }, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused, options.onRead);
   let partial = '';
   transport.stderr?.on('data', (chunk: Buffer) => {
     const lines = (partial + chunk.toString('utf8')).split('\n');
@@ -63,10 +77,15 @@ export async function terminateSession(transport: Transport | undefined): Promis
  * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
  * Failed responses are reported: the SDK's error keeps the body but not the status text or WWW-Authenticate.
  */
-function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined): typeof fetch {
+function recordingFetch(
+  onFailure: ((failure: HttpFailure) => void) | undefined,
+  maxResultBytes: number,
+  onRefused?: (bytes: number) => void,
+  onRead?: (bytes: number) => void,
+): typeof fetch {
   return async (input, init) => {
     if (init?.signal) setMaxListeners(0, init.signal);
-    const response = await fetch(input, init);
+    const response = bounded(await fetch(input, init), maxResultBytes, onRefused, onRead);
     if (!response.ok && onFailure) {
       const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
       const body = await bodyExcerpt(response);
@@ -74,4 +93,18 @@ function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined)
     }
     return response;
   };
+}
+
+/** The response with its body read through the size bound (bounds.ts): event streams per event, JSON as one message. */
+function bounded(response: Response, limit: number, onRefused?: (bytes: number) => void, onRead?: (bytes: number) => void): Response {
+  const type = response.headers.get('content-type') ?? '';
+  const framing = type.includes('text/event-stream') ? 'sse' : type.includes('json') ? 'whole' : undefined;
+  if (!response.ok || !response.body || framing === undefined) return response;
+  const body = boundedBody(response.body, framing, limit, onRefused && ((bytes) => onRefused(bytes)), onRead);
+  const headers = new Headers(response.headers);
+  // The length changes when a message is replaced.
+  headers.delete('content-length');
+  const wrapped = new Response(body, { status: response.status, statusText: response.statusText, headers });
+  Object.defineProperty(wrapped, 'url', { value: response.url });
+  return wrapped;
 }

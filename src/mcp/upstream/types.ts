@@ -1,6 +1,7 @@
 /** The shapes shared by the upstream connection's parts: server configs, status, call options, errors. */
 import type { Logger } from 'pino';
 import type { ToolTransform } from '../transform.js';
+import type { RelayContext } from '../relay/channel.js';
 import type { UpstreamOAuthSettings } from '../oauth/settings.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
 
@@ -51,6 +52,8 @@ export interface UpstreamManagerOptions {
   pingIntervalMs: number;
   /** Tool transformations by qualified upstream tool name (mcp.transforms); none when absent. */
   transforms?: Record<string, ToolTransform>;
+  /** Largest message read from an upstream (mcp.maxResultBytes); default DEFAULT_MAX_RESULT_BYTES. */
+  maxResultBytes?: number;
   /** OAuth for HTTP servers with `auth: oauth` (src/mcp/oauth/), asked for when a server's connection is created. */
   auth?: (server: string) => UpstreamAuth | undefined;
   log: Logger;
@@ -124,6 +127,8 @@ export interface UpstreamCallOptions {
   onProgress?: (progress: UpstreamProgress) => void;
   /** Sent as the request's `_meta` (the trace context, src/telemetry/spans.ts mcpClientToolSpan). */
   meta?: Record<string, string>;
+  /** The caller's client channel: what the upstream asks during the call reaches it (src/mcp/relay/). */
+  relay?: RelayContext;
 }
 
 /** Resources or prompts a server offers changed (it connected, went down, or re-listed), or a subscribed resource did. */

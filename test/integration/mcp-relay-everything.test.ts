@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, type ElicitRequest } from '@modelcontextprotocol/sdk/types.js';
+import { textOf } from '../helpers/mcp.js';
+import { REPO_ROOT } from '../helpers/paths.js';
+import { startRouter, type RunningRouter } from '../helpers/router.js';
+
+/** @modelcontextprotocol/server-everything from npm, over stdio, as an upstream. */
+const EVERYTHING = { command: process.execPath, args: [path.join(REPO_ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'], cwd: REPO_ROOT };
+
+describe('server-everything behind toolrouter (2025-11-25 session): every tool listed, its elicitation, sampling, logging and task tools work', () => {
+  let api: RunningRouter;
+  let client: Client;
+  const asked: ElicitRequest['params'][] = [];
+  let sampled = 0;
+  const logs: unknown[] = [];
+
+  before(async () => {
+    api = await startRouter({ mcp: { search: true, callTimeoutMs: 30_000, servers: { every: EVERYTHING } } });
+    await api.router.mcp.upstreams.settled();
+    client = new Client({ name: 'everything-user', version: '1.0.0' }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} } });
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params);
+      // Declining is a valid answer to any form; what matters here is that the question arrived and the answer returned.
+      return { action: 'decline' };
+    });
+    client.setRequestHandler(CreateMessageRequestSchema, async () => {
+      sampled++;
+      return { role: 'assistant', model: 'test-model', content: { type: 'text', text: 'sampled by the client' } };
+    });
+    client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///work/project', name: 'project' }] }));
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => void logs.push(notification.params));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${api.url}/mcp`)));
+  });
+
+  after(async () => {
+    await client?.close().catch(() => {});
+    await api?.close();
+  });
+
+  it('lists the tools that need client capabilities and the task-required research tool', async () => {
+    const status = api.router.mcp.upstreams.status()[0]!;
+    assert.deepEqual(status.skipped, []);
+    const names = api.router.catalog
+      .snapshot()
+      .entries.filter((entry) => entry.source === 'every')
+      .map((entry) => entry.tool.name);
+    for (const tool of ['trigger-elicitation-request', 'trigger-url-elicitation', 'trigger-sampling-request', 'simulate-research-query', 'get-roots-list', 'toggle-simulated-logging']) {
+      assert.ok(names.includes(`every__${tool}`), `${tool} missing from ${names.join(', ')}`);
+    }
+  });
+
+  it('elicitation (form and URL) and sampling, directly and through call_tool', async () => {
+    const form = await client.callTool({ name: 'every__trigger-elicitation-request', arguments: {} });
+    assert.match(textOf(form), /decline/i, JSON.stringify(form));
+    const url = await client.callTool({ name: 'call_tool', arguments: { name: 'every__trigger-url-elicitation', arguments: { url: 'https://example.test/authorize' } } });
+    assert.equal((url as any).isError, undefined, JSON.stringify(url));
+    assert.deepEqual(
+      asked.map((params) => (params as { mode?: string }).mode ?? 'form'),
+      ['form', 'url'],
+    );
+    const direct = await client.callTool({ name: 'every__trigger-sampling-request', arguments: { prompt: 'hello' } });
+    assert.match(textOf(direct), /sampled by the client/);
+    const through = await client.callTool({ name: 'call_tool', arguments: { name: 'every__trigger-sampling-request', arguments: { prompt: 'again' } } });
+    assert.match(textOf(through), /sampled by the client/);
+    assert.equal(sampled, 2);
+  });
+
+  it('the task-required research tool runs to its report, directly and through call_tool', async () => {
+    const direct: any = await client.callTool({ name: 'every__simulate-research-query', arguments: { topic: 'gateways' } }, undefined, { timeout: 30_000 });
+    assert.equal(direct.isError, undefined, JSON.stringify(direct));
+    assert.match(JSON.stringify(direct.content), /gateways/i);
+    const through: any = await client.callTool({ name: 'call_tool', arguments: { name: 'every__simulate-research-query', arguments: { topic: 'proxies' } } }, undefined, { timeout: 30_000 });
+    assert.equal(through.isError, undefined, JSON.stringify(through));
+    assert.match(JSON.stringify(through.content), /proxies/i);
+  });
+
+  it('roots: server-everything asks once at connect, outside any call, and gets none (never another session\'s)', async () => {
+    const result = await client.callTool({ name: 'every__get-roots-list', arguments: {} });
+    assert.match(textOf(result), /supports roots but no roots are currently configured/);
+  });
+});
