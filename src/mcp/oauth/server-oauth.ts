@@ -170,6 +170,15 @@ export class ServerOAuth implements UpstreamAuth {
     }
   }
 
+  /** Drops what discovery found (admin reconnect, a new authorize): the next OAuth step asks the server again. */
+  async forgetDiscovery(): Promise<void> {
+    const record = await this.record();
+    if (record?.discovery === undefined) return;
+    await this.update((stored) => {
+      delete stored.discovery;
+    });
+  }
+
   /** Admin: starts the browser step. Returns the authorization server's URL to open. */
   async authorize(callbackUrl: string): Promise<string> {
     if (this.options.refusal) throw new OAuthRequestError(409, this.options.refusal);
@@ -180,6 +189,8 @@ export class ServerOAuth implements UpstreamAuth {
     const state = randomBytes(32).toString('base64url');
     const flow = new Flow(this, { kind: 'authorize', state }, redirectUrl);
     await this.options.store.withLock(this.name, this.options.lockTtlMs, async () => {
+      // The admin starts over: where the authorization server is gets asked again, not read from an earlier answer.
+      await this.forgetDiscovery();
       // Always the browser: the admin may be switching accounts or widening scope, so a refresh token is not reused.
       const result = await auth(flow, { serverUrl: this.options.url, scope: this.options.settings.scope, forceReauthorization: true });
       if (result !== 'REDIRECT' || !flow.authorizationUrl || !flow.verifier) throw new Error('the authorization server did not start a browser authorization');
@@ -324,7 +335,12 @@ class Flow implements OAuthClientProvider {
   }
 
   async discoveryState(): Promise<OAuthDiscoveryState | undefined> {
-    return (await this.owner.record())?.discovery;
+    const discovery = (await this.owner.record())?.discovery;
+    // Without protected resource metadata the authorization server was a guess (the MCP server's origin, the SDK's
+    // fallback when the metadata fetch failed): not a fact to keep. Only the callback of the authorize that guessed
+    // reads it back, since the SDK binds the code exchange to the server the browser was sent to.
+    if (discovery && !discovery.resourceMetadata && this.mode.kind !== 'callback') return undefined;
+    return discovery;
   }
 
   prepareTokenRequest(scope?: string): URLSearchParams | undefined {

@@ -15,4 +15,6 @@ export interface UpstreamAuth {
   provider: AuthProvider;
   /** Set once a 401 could not be cured without the admin (no grant, refresh refused or failing); cleared by new tokens. */
   needed(): AuthorizationNeeded | undefined;
+  /** Forgets where the authorization server was found (an admin's reconnect): the next OAuth step discovers it again. */
+  forgetDiscovery?(): Promise<void>;
 }

@@ -105,6 +105,8 @@ export class UpstreamError extends Error {
     message: string,
     /** For 'unavailable': seconds until the server's next connection attempt (REST Retry-After). */
     readonly retryAfterSeconds?: number,
+    /** The server concerned, when known: callers other than the admin are told only its name (gateway.ts). */
+    readonly server?: string,
   ) {
     super(message);
   }
@@ -124,6 +126,8 @@ export interface UpstreamCallOptions {
   onProgress?: (progress: UpstreamProgress) => void;
   /** Sent as the request's `_meta` (the trace context, src/telemetry/spans.ts mcpClientToolSpan). */
   meta?: Record<string, string>;
+  /** Whose grant a server with per-user OAuth uses (Access.subject); undefined: the server's shared grant. */
+  subject?: string;
 }
 
 /** Resources or prompts a server offers changed (it connected, went down, or re-listed), or a subscribed resource did. */
