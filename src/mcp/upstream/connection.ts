@@ -149,6 +149,17 @@ export class UpstreamConnection {
     }
   }
 
+  /**
+   * A tool's name at the upstream and its arguments as the upstream takes them (transforms applied), for a call sent on
+   * another connection to the same server (a user's own, upstream/per-user.ts). Throws while this one is not connected.
+   */
+  upstreamCall(qualifiedName: string, args: Record<string, unknown> | undefined): { name: string; args: Record<string, unknown> | undefined } {
+    const upstreamName = this.listing.upstreamName(qualifiedName);
+    if (this.state !== 'connected' || upstreamName === undefined) throw this.unavailable();
+    const transform = this.listing.transform(qualifiedName);
+    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args };
+  }
+
   /** Resources, templates and prompts as last listed; none while not connected. */
   offered(): UpstreamFeatures {
     return this.state === 'connected' ? this.features : NO_FEATURES;
@@ -283,6 +294,7 @@ export class UpstreamConnection {
     try {
       const transport = createTransport(this.config, {
         ...(this.options.auth ? { authProvider: this.options.auth.provider } : {}),
+        ...('url' in this.config && this.config.passthroughHeaders ? { passthrough: { server: this.name, headers: this.config.passthroughHeaders } } : {}),
         onStderr: (line) => {
           this.log.debug({ stderr: line }, 'upstream stderr');
           if (generation !== this.generation) return;

@@ -5,6 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { SSEClientTransport, StreamableHTTPClientTransport, type AuthProvider, type OAuthClientProvider, type Transport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { currentRequestScope, UPSTREAM_HEADER_PREFIX } from '../../auth/request-context.js';
 import { bodyExcerpt, type HttpFailure } from '../errors.js';
 import type { UpstreamServerConfig } from './types.js';
 
@@ -15,6 +16,11 @@ export interface TransportOptions {
   onHttpFailure?: (failure: HttpFailure) => void;
   /** Authorization for HTTP servers (OAuth): the SDK asks it for tokens and reports 401s to it. */
   authProvider?: AuthProvider | OAuthClientProvider;
+  /**
+   * Headers a request may carry for this server (`passthroughHeaders`): read from the request being served when a
+   * message is sent (src/auth/request-context.ts), so they go with that request's calls only.
+   */
+  passthrough?: { server: string; headers: readonly string[] };
 }
 
 /**
@@ -29,7 +35,7 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
   if ('url' in config) {
     const common = {
       requestInit: { headers: config.headers ?? {} },
-      fetch: recordingFetch(options.onHttpFailure),
+      fetch: recordingFetch(options.onHttpFailure, options.passthrough),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
     };
     if (config.type === 'sse') return new SSEClientTransport(new URL(config.url), common);
@@ -53,6 +59,20 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
   return transport;
 }
 
+/** The request's credentials for this server, added to one outgoing message; none outside a request. */
+function withPassthrough(init: RequestInit | undefined, passthrough: NonNullable<TransportOptions['passthrough']>): RequestInit | undefined {
+  const scope = currentRequestScope();
+  if (!scope || scope.upstreamHeaders.size === 0) return init;
+  let headers: Headers | undefined;
+  for (const name of passthrough.headers) {
+    const value = scope.upstreamHeaders.get(`${UPSTREAM_HEADER_PREFIX}${passthrough.server}-${name}`.toLowerCase());
+    if (value === undefined) continue;
+    headers ??= new Headers(init?.headers);
+    headers.set(name, value);
+  }
+  return headers ? { ...init, headers } : init;
+}
+
 /** Ends an HTTP session politely (the server would expire it anyway). */
 export async function terminateSession(transport: Transport | undefined): Promise<void> {
   if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) await transport.terminateSession();
@@ -63,10 +83,10 @@ export async function terminateSession(transport: Transport | undefined): Promis
  * request object is garbage-collected, so a busy upstream trips Node's listener-leak warning although nothing leaks.
  * Failed responses are reported: the SDK's error keeps the body but not the status text or WWW-Authenticate.
  */
-function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined): typeof fetch {
+function recordingFetch(onFailure: ((failure: HttpFailure) => void) | undefined, passthrough?: TransportOptions['passthrough']): typeof fetch {
   return async (input, init) => {
     if (init?.signal) setMaxListeners(0, init.signal);
-    const response = await fetch(input, init);
+    const response = await fetch(input, passthrough ? withPassthrough(init, passthrough) : init);
     if (!response.ok && onFailure) {
       const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
       const body = await bodyExcerpt(response);

@@ -2,7 +2,7 @@
 import type { Logger } from 'pino';
 import type { ToolTransform } from '../transform.js';
 import type { UpstreamOAuthSettings } from '../oauth/settings.js';
-import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
+import type { AuthorizationNeeded, UpstreamAuth, UserGrants } from '../oauth/types.js';
 
 /** A spawned process speaking MCP on stdin/stdout. */
 export interface StdioServerConfig {
@@ -23,6 +23,8 @@ export interface RemoteServerConfig {
   description?: string;
   /** OAuth 2.1 (src/mcp/oauth/); the connection gets it through UpstreamManagerOptions.auth. */
   auth?: UpstreamOAuthSettings;
+  /** Header names a request may carry for this server (`x-toolrouter-upstream-<server>-<header>`), for its calls only. */
+  passthroughHeaders?: string[];
 }
 
 /** An upstream MCP server: a command spawned with stdio, or an HTTP endpoint. */
@@ -53,6 +55,10 @@ export interface UpstreamManagerOptions {
   transforms?: Record<string, ToolTransform>;
   /** OAuth for HTTP servers with `auth: oauth` (src/mcp/oauth/), asked for when a server's connection is created. */
   auth?: (server: string) => UpstreamAuth | undefined;
+  /** Per-user OAuth servers' grants (src/mcp/oauth/): calls with a subject go out on that subject's own connection. */
+  users?: UserGrants;
+  /** Bounds of those per-user connections (mcp.oauth.maxUserConnections, userConnectionIdleMs). */
+  userConnections?: { max: number; idleMs: number };
   log: Logger;
 }
 
