@@ -145,6 +145,7 @@ describe('per-user upstream grants', () => {
     assert.equal(userOf(await whoami(alice)), 'alice', 'alice still acts as alice');
     assert.equal(userOf(await whoami(ADMIN_KEY)), 'admin', 'the admin still acts as the admin');
     assert.equal(router.mcp.upstreams.userConnectionCount('gh'), 2, 'one upstream connection per user');
+    assert.equal(upstream.counts().registrations, 1, 'users share the client registered for the server');
 
     // Through /mcp too, with a real SDK client signed in as bob.
     const client = await mcpClientWithKey(base, bob);

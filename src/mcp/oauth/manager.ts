@@ -115,7 +115,7 @@ export class OAuthManager implements UserGrants {
     if (oauth) {
       this.users.delete(key);
     } else {
-      oauth = new ServerOAuth({ ...shared.options, subject, storeKey: key });
+      oauth = new ServerOAuth({ ...shared.options, subject, storeKey: key, sharedClient: async () => (await shared.record())?.client });
       if (this.users.size >= MAX_USER_GRANTS_CACHED) this.users.delete(this.users.keys().next().value!);
     }
     this.users.set(key, oauth);

@@ -33,6 +33,8 @@ export interface ServerOAuthOptions {
   /** A per-user server's grant for one subject (Access.subject), stored under `storeKey` instead of the server's name. */
   subject?: string;
   storeKey?: string;
+  /** For a subject's grant: the client the server's shared record registered, used until the subject has its own. */
+  sharedClient?: () => Promise<StoredOAuthClientInformation | undefined>;
   log: Logger;
 }
 
@@ -306,7 +308,8 @@ class Flow implements OAuthClientProvider {
 
   async clientInformation(): Promise<StoredOAuthClientInformation | undefined> {
     const { clientId, clientSecret } = this.owner.options.settings;
-    const client = (await this.owner.record())?.client;
+    // A subject's grant uses the client already registered for the server: one registration, not one per user.
+    const client = (await this.owner.record())?.client ?? (await this.owner.options.sharedClient?.().catch(() => undefined));
     if (clientId) {
       // The configured client, bound to the authorization server it was first used with (the SDK's issuer stamp), so
       // its secret is never sent to another one should the server's metadata change.
