@@ -12,6 +12,8 @@ export const ERROR_STATUS = {
   json_too_deep: 400,
   unauthorized: 401,
   forbidden: 403,
+  /** The caller must first visit a URL (an upstream's authorization for their own account); the body carries it. */
+  url_elicitation_required: 403,
   not_found: 404,
   conflict: 409,
   payload_too_large: 413,
@@ -45,6 +47,8 @@ export interface ToolrouterErrorOptions {
    * (OpenAI's `missing_api_key`) or wrong (`invalid_api_key`).
    */
   reason?: string;
+  /** Fields a client acts on, added to the error body beside code and message (e.g. the URL to visit). */
+  details?: Record<string, unknown>;
   cause?: unknown;
 }
 
@@ -54,6 +58,7 @@ export class ToolrouterError extends Error {
   readonly retryAfterSeconds?: number;
   readonly param?: string;
   readonly reason?: string;
+  readonly details?: Record<string, unknown>;
 
   constructor(
     /** One of ErrorCode, or a face's own code given with an explicit status. */
@@ -66,6 +71,7 @@ export class ToolrouterError extends Error {
     if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
     if (options.param !== undefined) this.param = options.param;
     if (options.reason !== undefined) this.reason = options.reason;
+    if (options.details !== undefined) this.details = options.details;
   }
 }
 

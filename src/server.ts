@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import type { Express, Router } from 'express';
 import type { Logger } from 'pino';
 import { Auth } from './auth/auth.js';
+import { Identity } from './auth/identity/identity.js';
 import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
 import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
@@ -126,6 +127,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
     bus ? new RedisKeyStore(bus.redis, redisKeys, gate, bus.writes) : new MemoryKeyStore(config.stateDir),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
+    config.auth.oauth ? new Identity(config.auth.oauth, config.keys.defaults) : undefined,
   );
 
   // The other faces (MCP gateway, chat proxy) add their routers here.

@@ -16,6 +16,12 @@ export class Access {
   private constructor(
     readonly kind: 'admin' | 'open' | 'key' | 'anonymous',
     readonly key?: KeyRecord,
+    /**
+     * Whose account an upstream with per-user grants acts as (src/mcp/oauth/): `user:<sub>` for a signed-in user (or a
+     * user an `assert_user` key names), `key:<keyId>` for a key; undefined for the admin and open callers, who use the
+     * server's shared grant, and for anonymous ones, who have none.
+     */
+    readonly subject?: string,
   ) {
     this.servers = key?.allowedServers ? new Set(key.allowedServers) : undefined;
     this.tools = key?.allowedTools ? new Set(key.allowedTools) : undefined;
@@ -35,10 +41,28 @@ export class Access {
   static forKey(key: KeyRecord): Access {
     let access = byRecord.get(key);
     if (!access) {
-      access = new Access('key', key);
+      access = new Access('key', key, `key:${key.keyId}`);
       byRecord.set(key, access);
     }
     return access;
+  }
+
+  /**
+   * A signed-in user (src/auth/identity/principal.ts): `record` is made from a key template for them, and cached there
+   * like stored records, so the derived sets are built once per user and template.
+   */
+  static forUser(record: KeyRecord, user: string): Access {
+    let access = byRecord.get(record);
+    if (!access) {
+      access = new Access('key', record, `user:${user}`);
+      byRecord.set(record, access);
+    }
+    return access;
+  }
+
+  /** A key marked `assert_user` acting for one of its users (x-toolrouter-user): the key's scope, the user's grants. */
+  asUser(user: string): Access {
+    return new Access(this.kind, this.key, `user:${user}`);
   }
 
   /** May manage keys, catalog sources, the index and settings. */

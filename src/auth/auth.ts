@@ -3,6 +3,7 @@ import type { KeyStore } from './key-store.js';
 import { hashSecret, sameSecret, SECRET_PREFIX } from './keys.js';
 import { RateLimitedError, type RateLimits } from './rate-limit.js';
 import { ToolrouterError } from '../errors.js';
+import type { Identity } from './identity/identity.js';
 
 export interface AuthSettings {
   /** Unset: the service is open (and listens on loopback only); presented virtual keys still narrow what a caller sees. */
@@ -57,6 +58,8 @@ export class Auth {
     readonly settings: AuthSettings,
     readonly store: KeyStore,
     private readonly limits: RateLimits,
+    /** auth.oauth: JWT access tokens of an authorization server accepted beside keys. */
+    readonly identity?: Identity,
   ) {}
 
   /** Open service: anyone may manage keys; keys only narrow what their holder sees. */
@@ -96,6 +99,8 @@ export class Auth {
   }
 
   private async verify(secret: string): Promise<Access> {
+    // An access token is told apart by its form: API keys carry SECRET_PREFIX and are never three base64url parts.
+    if (this.identity && !secret.startsWith(SECRET_PREFIX) && this.identity.accepts(secret)) return this.identity.authenticate(secret);
     const record = await this.store.bySecretHash(hashSecret(secret));
     if (!record) throw new UnauthorizedError('invalid API key', 'invalid');
     if (record.expiresAt !== undefined && record.expiresAt <= Date.now()) {

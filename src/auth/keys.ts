@@ -19,6 +19,11 @@ export interface KeyRecord {
   expiresAt?: number;
   createdAt: number;
   metadata?: Record<string, unknown>;
+  /**
+   * The key belongs to a service acting for several users: a request may name one in `x-toolrouter-user`, and upstreams
+   * with per-user grants then act as that user (only a key the admin trusts with it gets this).
+   */
+  assertUser?: boolean;
 }
 
 /** Secrets are prefixed so they are recognisable in configs and secret scanners. */
@@ -57,6 +62,7 @@ export function publicKeyInfo(record: KeyRecord): Record<string, unknown> {
     expires: record.expiresAt === undefined ? null : new Date(record.expiresAt).toISOString(),
     created_at: new Date(record.createdAt).toISOString(),
     metadata: record.metadata ?? {},
+    assert_user: record.assertUser === true,
   };
 }
 

@@ -1,5 +1,6 @@
 /** Keys' and abuse limits' settings (YAML `keys`, `security`): schemas and defaults. Assembled by `src/config/`. */
 import { z } from 'zod';
+import { identitySettingsSchema } from './identity/settings.js';
 
 /** Virtual API keys (POST /key/generate): what a new key gets when the request does not say. */
 export const keysSettingsSchema = z
@@ -49,3 +50,13 @@ export const securitySettingsSchema = z
 export type KeysSettings = z.infer<typeof keysSettingsSchema>;
 export type KeyDefaults = KeysSettings['defaults'];
 export type SecuritySettings = z.infer<typeof securitySettingsSchema>;
+
+/** Who may call besides key holders (YAML `auth`): `oauth` makes toolrouter an OAuth 2.1 resource server (src/auth/identity/). */
+export const authSettingsSchema = z
+  .object({
+    oauth: identitySettingsSchema.optional(),
+  })
+  .strict()
+  .prefault({});
+
+export type AuthConfig = z.infer<typeof authSettingsSchema>;

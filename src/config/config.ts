@@ -7,7 +7,7 @@ import { z } from 'zod';
  * the loading from file and environment. Modules import their own settings file, never this one: the server and the
  * CLI hand each module its slice (`npm run lint` checks the direction, see .dependency-cruiser.cjs).
  */
-import { keysSettingsSchema, securitySettingsSchema } from '../auth/settings.js';
+import { authSettingsSchema, keysSettingsSchema, securitySettingsSchema } from '../auth/settings.js';
 import { catalogSettingsSchema, limitsSettingsSchema } from '../catalog/settings.js';
 import { chatSettingsSchema } from '../chat/settings.js';
 import { embeddingSettingsSchema } from '../embedding/settings.js';
@@ -31,6 +31,8 @@ export const configSchema = z.object({
    * (mcp-servers.json) and OAuth grants of upstream servers (oauth.json, sealed with TOOLROUTER_SECRET_KEY).
    */
   stateDir: z.string().min(1).optional(),
+  /** Inbound identity besides API keys: `auth.oauth` accepts JWT access tokens of an OAuth authorization server. */
+  auth: authSettingsSchema,
   keys: keysSettingsSchema,
   security: securitySettingsSchema,
   queue: queueSettingsSchema,
@@ -64,6 +66,10 @@ export const configSchema = z.object({
   chat: chatSettingsSchema,
   mcp: mcpSettingsSchema,
 }).superRefine((config, ctx) => {
+  // Tokens narrow what a caller sees; an open service (no ADMIN_KEY) lets everyone in without one, so they would not.
+  if (config.auth.oauth && !config.adminKey) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'oauth'], message: 'auth.oauth needs adminKey (ADMIN_KEY): without it the service is open and tokens would protect nothing' });
+  }
   // What can be checked before the upstreams list their tools; the rest is reported per server (GET /v1/mcp/servers).
   for (const [tool, spec] of Object.entries(config.mcp.transforms)) {
     const path = ['mcp', 'transforms', tool];

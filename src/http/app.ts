@@ -8,7 +8,9 @@ import type { SearchService } from '../search/search.js';
 import type { Metrics } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';
 import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
-import { authenticate, requireAdmin, type ProxyAuthOptions } from './auth.js';
+import { authenticate, enterRequestScope, requireAdmin, type ProxyAuthOptions } from './auth.js';
+import { protectedResourceRoutes } from './routes/protected-resource.js';
+import { PROTECTED_RESOURCE_PATH } from '../auth/identity/metadata.js';
 import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
@@ -75,7 +77,7 @@ const DEFAULT_JSON_DEPTH = 64;
  * from an upstream's authorization server (guarded by its single-use `state`) and the client metadata document that
  * authorization servers fetch (src/mcp/oauth/routes.ts).
  */
-const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback', '/oauth/client-metadata.json'];
+const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
 
 export function createApp(deps: AppDependencies): Express {
   const app = express();
@@ -113,6 +115,9 @@ export function createApp(deps: AppDependencies): Express {
   app.use(...everyRequest);
   if (deps.auth) app.get('/metrics', requireAdmin);
   app.use((req, res, next) => (rawBodyPaths.has(req.path) ? next() : json(req, res, next)));
+  // After the body is read: from here on the request's scope follows every await down to the upstream calls.
+  app.use(enterRequestScope);
+  if (deps.auth?.identity) app.use(protectedResourceRoutes(deps.auth.identity));
   if (deps.auth) app.use(keyRoutes({ store: deps.auth.store, defaults: deps.keyDefaults ?? { tool_search_enabled: true } }));
   app.use(healthRoutes(deps));
   app.use(catalogRoutes(deps));

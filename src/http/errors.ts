@@ -43,13 +43,14 @@ export const notFoundRoute: RequestHandler = (req, _res, next) => {
 };
 
 /** Toolrouter's REST shape for an error: `{error: {code, message}}` and its status. */
-export function toRestError(error: unknown): { status: number; retryAfterSeconds?: number; body: { error: { code: string; message: string } } } {
+export function toRestError(error: unknown): { status: number; retryAfterSeconds?: number; body: { error: { code: string; message: string } & Record<string, unknown> } } {
   const mapped = toToolrouterError(error);
   const retryAfterSeconds = mapped.retryAfterSeconds ?? (mapped.status === 503 ? 1 : undefined);
   return {
     status: mapped.status,
     ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}),
-    body: { error: { code: mapped.code, message: mapped.message } },
+    // Details first: code and message cannot be overwritten by them.
+    body: { error: { ...mapped.details, code: mapped.code, message: mapped.message } },
   };
 }
 

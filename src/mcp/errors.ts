@@ -121,3 +121,34 @@ function excerpt(text: string): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > BODY_EXCERPT_CHARS ? `${flat.slice(0, BODY_EXCERPT_CHARS)}…` : flat;
 }
+
+/** Longest lastError reason kept: a status line with a body excerpt fits; a dump does not. */
+const MAX_LINE_CHARS = 500;
+/** Validation issues named in a summary; the rest are counted. */
+const ISSUES_NAMED = 3;
+
+/**
+ * A failure as one readable line: whitespace folded, a validation dump (zod's message is its issues as a JSON array)
+ * summarised as "path: message" for the first few issues, and the whole bounded.
+ */
+export function readableLine(text: string, max = MAX_LINE_CHARS): string {
+  const summarised = text.replace(/\[\s*\{[\s\S]*\}\s*\]/, (json) => summariseIssues(json) ?? json);
+  const flat = summarised.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+function summariseIssues(json: string): string | undefined {
+  let issues: unknown;
+  try {
+    issues = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(issues) || issues.length === 0 || !issues.every((issue) => typeof issue === 'object' && issue !== null && 'message' in issue)) return undefined;
+  const named = (issues as { path?: unknown[]; message: unknown }[]).slice(0, ISSUES_NAMED).map((issue) => {
+    const path = Array.isArray(issue.path) && issue.path.length > 0 ? issue.path.map(String).join('.') : '(root)';
+    return `${path}: ${String(issue.message).slice(0, 120)}`;
+  });
+  const more = issues.length > ISSUES_NAMED ? `; and ${issues.length - ISSUES_NAMED} more` : '';
+  return `invalid answer (${named.join('; ')}${more})`;
+}

@@ -353,7 +353,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     const down = entry ? undefined : this.upstreams.unavailableServer(name, this.settings.separator);
     if (down !== undefined && access.canSee({ source: down, server: down, tool: { name } as Tool })) {
       const error = this.upstreams.unavailableError(down);
-      throw new GatewayError('upstream_unavailable', error.message, error.retryAfterSeconds);
+      throw new GatewayError('upstream_unavailable', access.isAdmin ? error.message : briefUnavailable(down), error.retryAfterSeconds);
     }
     // A restricted key gets the same answer for a tool it may not use and for one that does not exist, so it cannot
     // probe for names outside its servers.
@@ -366,16 +366,19 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     if (problems.length > 0) {
       throw new GatewayError('invalid_arguments', `invalid arguments for "${name}": ${problems.join('; ')}`);
     }
-    return this.forwarding(() =>
-      mcpClientToolSpan({ name, server: entry.server ?? entry.source, arguments: args }, (meta) =>
-        this.upstreams.callTool(name, args, {
-          timeoutMs: this.settings.callTimeoutMs,
-          signal: options.signal,
-          onProgress: options.onProgress,
-          meta,
-          ...(options.relay ? { relay: options.relay } : {}),
-        }),
-      ),
+    return this.forwarding(
+      () =>
+        mcpClientToolSpan({ name, server: entry.server ?? entry.source, arguments: args }, (meta) =>
+          this.upstreams.callTool(name, args, {
+            timeoutMs: this.settings.callTimeoutMs,
+            signal: options.signal,
+            onProgress: options.onProgress,
+            meta,
+            subject: access.subject,
+            ...(options.relay ? { relay: options.relay } : {}),
+          }),
+        ),
+      access,
     );
   }
 
@@ -470,13 +473,15 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     return connection;
   }
 
-  private async forwarding<T>(work: () => Promise<T>): Promise<T> {
+  /** `access`: who is told; only the admin reads why a server is unavailable (its errors may carry upstream bodies). */
+  private async forwarding<T>(work: () => Promise<T>, access: Access = Access.open): Promise<T> {
     try {
       return await work();
     } catch (error) {
       if (error instanceof UpstreamError) {
         const kind = error.kind === 'timeout' ? 'upstream_timeout' : error.kind === 'unavailable' ? 'upstream_unavailable' : 'upstream_error';
-        throw new GatewayError(kind, error.message, error.retryAfterSeconds);
+        const message = kind === 'upstream_unavailable' && !access.isAdmin && error.server !== undefined ? briefUnavailable(error.server) : error.message;
+        throw new GatewayError(kind, message, error.retryAfterSeconds);
       }
       throw error;
     }
@@ -535,6 +540,11 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     this.lastSignature = signature;
     this.emit('listChanged');
   }
+}
+
+/** What a caller other than the admin learns of a server that is down: that it is, not the upstream's words. */
+function briefUnavailable(server: string): string {
+  return `upstream MCP server "${server}" is unavailable right now; retry later`;
 }
 
 function encodeCursor(offset: number, query: string | undefined): string {

@@ -80,6 +80,8 @@ export function createMcpFaces(deps: {
     maxResultBytes: mcp.maxResultBytes,
     transforms: mcp.transforms,
     auth: (server) => oauth.auth(server),
+    users: oauth,
+    userConnections: { max: mcp.oauth.maxUserConnections, idleMs: mcp.oauth.userConnectionIdleMs },
     log: log.child({ component: 'upstreams' }),
   });
   // A grant obtained or renewed by any instance: the servers waiting for one connect now rather than at their next retry.
@@ -138,7 +140,7 @@ export function createMcpFaces(deps: {
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized)],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();

@@ -25,6 +25,7 @@ import { briefTool } from '../search/coverage.js';
 import { SELECT_PREFIX } from '../search/search.js';
 import { RpcError } from './errors.js';
 import { loose, parseParams } from './params.js';
+import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from './oauth/elicitation.js';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamNotes } from './startup.js';
 import type { FeaturesChange, UpstreamProgress } from './upstream.js';
@@ -352,7 +353,7 @@ async function callThrough(gateway: McpGateway, args: Record<string, unknown> | 
     // The target is an argument the model chose: a target this key may not use is a failed call it can read and
     // recover from (search again), like any other, not a protocol error that ends the model's turn.
     if (error instanceof GatewayError) return errorResult(error.message);
-    throw error;
+    throw elicitationRequired(error);
   }
 }
 
@@ -371,6 +372,7 @@ async function forward(
     // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.
     if (error instanceof GatewayError && error.kind === 'unknown_tool') throw new RpcError(ErrorCode.InvalidParams, error.message);
     if (error instanceof GatewayError) return errorResult(error.message);
+    if (error instanceof UrlElicitationRequiredError) throw elicitationRequired(error);
     log.error({ err: error, tool: name }, 'tool call failed');
     throw error;
   }
@@ -378,6 +380,15 @@ async function forward(
 
 function relayOf(context: CallContext): { relay?: RelayContext } {
   return context.relay ? { relay: context.relay } : {};
+}
+
+/**
+ * The user must authorize their own account first (a per-user OAuth upstream): MCP's URLElicitationRequired (-32042),
+ * its `data.elicitations` naming the URL, so the client can show it (2025-11-25 and later).
+ */
+function elicitationRequired(error: unknown): unknown {
+  if (!(error instanceof UrlElicitationRequiredError)) return error;
+  return new RpcError(URL_ELICITATION_REQUIRED, error.message, { elicitations: error.elicitations });
 }
 
 function errorResult(message: string): CallToolResult {

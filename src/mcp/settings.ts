@@ -51,6 +51,11 @@ export const mcpServerSchema = z.preprocess(
           headers: z.record(z.string(), z.string()).default({}),
           /** OAuth 2.1 per the MCP authorization spec (src/mcp/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
           auth: upstreamOAuthSchema.optional(),
+          /**
+           * Headers a client may send for this server with a request, as `x-toolrouter-upstream-<server>-<header>`
+           * (e.g. `authorization`): added to that request's calls only, never stored or logged.
+           */
+          passthroughHeaders: z.array(z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'a header name')).max(16).optional(),
           description: z.string().max(2_000).optional(),
           disabled: z.boolean().optional(),
         })

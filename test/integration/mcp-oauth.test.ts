@@ -507,3 +507,57 @@ describe('OAuth upstream, Redis restarting empty', () => {
     }
   });
 });
+
+describe('OAuth upstream, fixes from the outside run', () => {
+  const evidence = new Evidence();
+  let fixture: OAuthFixture;
+  let api: Instance;
+
+  before(async () => {
+    // The authorization server on its own port: only the protected resource metadata says where it is.
+    fixture = await startOAuthFixture({ separateIssuer: true });
+    api = await startInstance({ mcp: { ...FAST, servers: { gh: { url: fixture.url, auth: 'oauth' } } } }, evidence);
+  });
+
+  after(async () => {
+    await stopInstance(api);
+    await fixture?.close();
+  });
+
+  test('a key other than the admin is told a server is unavailable, without the upstream\'s words', async () => {
+    await untilState(evidence, api, 'gh', 'needs_authorization');
+    const { key } = await generateKey(api.url, {});
+    const reply = await evidence.call(api.url, 'POST', '/mcp-rest/tools/call', { key, body: { name: 'gh__whoami', arguments: {} } });
+    assert.equal(reply.status, 503);
+    assert.equal(reply.body.error.message, 'upstream MCP server "gh" is unavailable right now; retry later');
+    // The admin still reads why.
+    const admin = await callTool(evidence, api, 'gh__whoami');
+    assert.match(admin.body.error.message, /needs authorization \(never_connected/);
+  });
+
+  test('a failed metadata fetch on the first authorize does not pin the wrong authorization server', async () => {
+    fixture.failResourceMetadata(1_000);
+    const failed = await evidence.call(api.url, 'POST', '/v1/mcp/servers/gh/authorize', { key: ADMIN_KEY });
+    // Without the metadata the SDK guesses the MCP server's origin, which has no authorization server.
+    assert.equal(failed.status, 502, JSON.stringify(failed.body));
+    const fetchesBefore = fixture.resourceMetadataFetches();
+    fixture.failResourceMetadata(0);
+    const { authorizationUrl, callback, page } = await connect(evidence, api, 'gh');
+    assert.ok(fixture.resourceMetadataFetches() > fetchesBefore, 'the metadata was asked for again');
+    assert.equal(authorizationUrl.origin + '/', fixture.issuer, 'the authorization server the metadata names, not the guess');
+    assert.notEqual(new URL(fixture.url).origin + '/', fixture.issuer);
+    assert.equal(callback.status, 200, page);
+    await untilState(evidence, api, 'gh', 'connected');
+    const result = await callTool(evidence, api, 'gh__whoami');
+    assert.equal(result.status, 200, JSON.stringify(result.body));
+  });
+
+  test('reconnect forgets the discovery: a server that moves its authorization server is followed', async () => {
+    const before = fixture.resourceMetadataFetches();
+    fixture.expireAccessTokens();
+    assert.equal((await evidence.call(api.url, 'POST', '/v1/mcp/servers/gh/reconnect', { key: ADMIN_KEY })).status, 202);
+    await untilState(evidence, api, 'gh', 'connected');
+    assert.ok(fixture.resourceMetadataFetches() > before, 'the refresh after the reconnect discovered again');
+    evidence.assertNoTokens(fixture.issuedTokens());
+  });
+});

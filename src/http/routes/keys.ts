@@ -28,6 +28,8 @@ const keyFields = {
     .nullable()
     .optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
+  /** The key may name the user it acts for in `x-toolrouter-user` (upstreams with per-user grants then act as that user). */
+  assert_user: z.boolean({ error: 'must be true or false' }).optional(),
 };
 
 /**
@@ -80,6 +82,7 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyD
       ...optional('expiresAt', expiresAt, (time) => time),
       createdAt: Date.now(),
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
+      ...(body.assert_user ? { assertUser: true } : {}),
     };
     await store.add(record);
     res.json({ key: secret, ...publicKeyInfo(record) });
@@ -100,7 +103,7 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyD
     const body = parseBody(updateBody, req.body);
     const [record] = await find(store, [body.key]);
     const expiresAt = expiry(body);
-    const { allowedServers, allowedTools, rpmLimit, ...rest } = record!;
+    const { allowedServers, allowedTools, rpmLimit, assertUser, ...rest } = record!;
     const updated: KeyRecord = {
       ...rest,
       ...(body.key_alias === undefined ? {} : { alias: body.key_alias }),
@@ -109,6 +112,7 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyD
       ...optional('rpmLimit', body.rpm_limit === undefined ? rpmLimit : body.rpm_limit, (limit) => limit),
       ...(body.tool_search_enabled === undefined ? {} : { toolSearchEnabled: body.tool_search_enabled }),
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
+      ...((body.assert_user ?? assertUser) ? { assertUser: true } : {}),
     };
     // undefined: keep the expiry; null: never expires.
     if (expiresAt === null) delete updated.expiresAt;

@@ -1,10 +1,11 @@
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RedisBus } from '../../redis/bus.js';
 import { Sealer } from './crypto.js';
 import { OAuthRequestError, ServerOAuth } from './server-oauth.js';
 import type { OAuthSettings, UpstreamOAuthSettings } from './settings.js';
 import { MemoryOAuthStore, RedisOAuthStore, type OAuthStore } from './store.js';
-import type { UpstreamAuth } from './types.js';
+import type { UpstreamAuth, UserGrants } from './types.js';
 
 export interface OAuthManagerOptions {
   /** Upstream servers by name; those with `auth` (HTTP only) are OAuth servers. */
@@ -16,9 +17,30 @@ export interface OAuthManagerOptions {
   log: Logger;
 }
 
-/** What the callback hands back to its route: which server was authorized. */
+/** What the callback hands back to its route: which server was authorized, and for whom when it is per-user. */
 export interface CallbackResult {
   server: string;
+  subject?: string;
+}
+
+/** A per-user server's grant as the admin lists it: whose, since when, and why it stopped working if it did. */
+export interface UserGrant {
+  subject: string;
+  updatedAt: string;
+  problem?: { reason: string; message: string };
+}
+
+/** Per-user grants' ServerOAuth objects kept (they hold no connection; the store has the grants). */
+const MAX_USER_GRANTS_CACHED = 10_000;
+
+/** The store key of a subject's grant: the server's name and a hash of the subject (no user id in a Redis key name). */
+export function userRecordKey(server: string, subject: string): string {
+  return `${userRecordPrefix(server)}${createHash('sha256').update(subject).digest('hex').slice(0, 32)}`;
+}
+
+function userRecordPrefix(server: string): string {
+  // Server names never contain ':' (SERVER_NAME), so no server's key is another's prefix.
+  return `${server}:user:`;
 }
 
 /**
@@ -26,8 +48,10 @@ export interface CallbackResult {
  * would be written somewhere (Redis, a state file), the OAuth servers are not started, each reporting why; servers
  * without `auth` are unaffected.
  */
-export class OAuthManager {
+export class OAuthManager implements UserGrants {
   private readonly servers = new Map<string, ServerOAuth>();
+  /** Per-user servers' grants by store key (userRecordKey), made on demand. */
+  private readonly users = new Map<string, ServerOAuth>();
   private readonly store: OAuthStore;
   /** Why OAuth servers are not started, when they are not. */
   private readonly refusal: string | undefined;
@@ -73,6 +97,62 @@ export class OAuthManager {
   /** A server removed at run time. Its stored grant stays (a server put back under the same name and URL reuses it). */
   remove(server: string): void {
     this.servers.delete(server);
+    for (const [key, oauth] of this.users) if (oauth.name === server) this.users.delete(key);
+  }
+
+  /** Whether a server keeps one grant per subject (`auth: {type: oauth, perUser: true}`). */
+  perUser(server: string): boolean {
+    return this.servers.get(server)?.options.settings.perUser === true;
+  }
+
+  /** The OAuth side of a per-user server acting as `subject`; undefined when the server is not per-user. */
+  userAuth(server: string, subject: string): ServerOAuth | undefined {
+    const shared = this.servers.get(server);
+    if (!shared || shared.options.settings.perUser !== true) return undefined;
+    const key = userRecordKey(server, subject);
+    let oauth = this.users.get(key);
+    if (oauth && oauth.options.url !== shared.options.url) oauth = undefined;
+    if (oauth) {
+      this.users.delete(key);
+    } else {
+      oauth = new ServerOAuth({ ...shared.options, subject, storeKey: key, sharedClient: async () => (await shared.record())?.client });
+      if (this.users.size >= MAX_USER_GRANTS_CACHED) this.users.delete(this.users.keys().next().value!);
+    }
+    this.users.set(key, oauth);
+    return oauth;
+  }
+
+  /**
+   * A subject's authorization URL for a per-user server: the browser step that gives their calls their own grant.
+   * `callbackUrl`: mcp.oauth.callbackUrl wins; else the address the caller reached toolrouter at.
+   */
+  async authorizeUser(server: string, subject: string, callbackUrl: string | undefined): Promise<string> {
+    const oauth = this.userAuth(server, subject);
+    if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth (auth: {type: oauth, perUser: true}) is configured`);
+    const callback = this.options.settings.callbackUrl ?? callbackUrl;
+    if (!callback) throw new OAuthRequestError(409, 'per-user authorization needs mcp.oauth.callbackUrl (the browser\'s way back to toolrouter)');
+    return oauth.authorize(callback);
+  }
+
+  /** The grants of a per-user server, subjects named (admin). */
+  async userGrants(server: string): Promise<UserGrant[]> {
+    if (!this.perUser(server)) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth is configured`);
+    const url = this.servers.get(server)!.options.url;
+    const records = await this.store.list(userRecordPrefix(server));
+    return [...records.values()]
+      // Only grants: a subject that started an authorization and never came back holds no tokens.
+      .filter((record) => record.subject !== undefined && record.url === url && record.tokens !== undefined)
+      .map((record) => ({ subject: record.subject!, updatedAt: record.updatedAt, ...(record.problem ? { problem: { reason: record.problem.reason, message: record.problem.message } } : {}) }))
+      .sort((a, b) => a.subject.localeCompare(b.subject));
+  }
+
+  /** Drops a subject's grant on a per-user server; false when there was none to drop. */
+  async revokeUser(server: string, subject: string, by: string): Promise<boolean> {
+    const oauth = this.userAuth(server, subject);
+    if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth is configured`);
+    const had = await oauth.revoke(by);
+    this.options.log.info({ upstream: server, by }, 'per-user OAuth grant revoked');
+    return had;
   }
 
   get storeKind(): OAuthStore['kind'] {
@@ -96,6 +176,7 @@ export class OAuthManager {
     await this.store.listen(
       (server) => {
         for (const oauth of this.servers.values()) if (server === undefined || oauth.name === server) oauth.changed();
+        for (const oauth of this.users.values()) if (server === undefined || oauth.key === server) oauth.changed();
         onChanged(server);
       },
       async () => {
@@ -133,7 +214,7 @@ export class OAuthManager {
     if (!query.state) throw new OAuthRequestError(400, 'the callback has no state parameter');
     const pending = await this.store.takePending(query.state);
     if (!pending) throw new OAuthRequestError(400, 'unknown or expired authorization (state): start again with POST /v1/mcp/servers/:name/authorize');
-    const oauth = this.servers.get(pending.server);
+    const oauth = pending.subject === undefined ? this.servers.get(pending.server) : this.userAuth(pending.server, pending.subject);
     if (!oauth) throw new OAuthRequestError(404, `upstream MCP server "${pending.server}" is no longer configured with auth: oauth`);
     if (query.error) {
       const detail = query.error_description ? `${query.error}: ${query.error_description.slice(0, 300)}` : query.error;
@@ -141,7 +222,7 @@ export class OAuthManager {
     }
     if (!query.code) throw new OAuthRequestError(400, 'the callback has neither code nor error');
     await oauth.complete(pending, query.code, query.iss);
-    this.options.log.info({ upstream: pending.server }, 'upstream OAuth server authorized');
-    return { server: pending.server };
+    this.options.log.info({ upstream: pending.server, perUser: pending.subject !== undefined }, 'upstream OAuth server authorized');
+    return { server: pending.server, ...(pending.subject !== undefined ? { subject: pending.subject } : {}) };
   }
 }

@@ -30,6 +30,11 @@ export interface ServerOAuthOptions {
   clientMetadataUrl?: string;
   /** Set when this server must not start (why: e.g. no TOOLROUTER_SECRET_KEY for tokens stored in Redis). */
   refusal?: string;
+  /** A per-user server's grant for one subject (Access.subject), stored under `storeKey` instead of the server's name. */
+  subject?: string;
+  storeKey?: string;
+  /** For a subject's grant: the client the server's shared record registered, used until the subject has its own. */
+  sharedClient?: () => Promise<StoredOAuthClientInformation | undefined>;
   log: Logger;
 }
 
@@ -71,6 +76,39 @@ export class ServerOAuth implements UpstreamAuth {
     return this.options.server;
   }
 
+  /** Where its record is stored: the server's name, or a per-user key (src/mcp/oauth/users.ts). */
+  get key(): string {
+    return this.options.storeKey ?? this.options.server;
+  }
+
+  get subject(): string | undefined {
+    return this.options.subject;
+  }
+
+  /** Whether a grant is stored that the next request can use (tokens, no recorded problem). */
+  async hasGrant(): Promise<boolean> {
+    const record = await this.record().catch(() => this.lastKnown);
+    return record?.tokens?.access_token !== undefined && record.problem === undefined;
+  }
+
+  /**
+   * A subject (or the admin) gives up this grant: tokens and client dropped, the record kept as a tombstone so that no
+   * instance puts the grant back as if the store had lost it.
+   */
+  async revoke(by: string): Promise<boolean> {
+    const had = await this.hasGrant();
+    await this.options.store.withLock(this.key, this.options.lockTtlMs, () =>
+      this.update((record) => {
+        delete record.tokens;
+        delete record.discovery;
+        record.problem = { reason: 'revoked', message: `revoked by ${by}`, at: new Date().toISOString() };
+      }),
+    );
+    this.problem = { reason: 'revoked', message: `revoked by ${by}` };
+    await this.options.store.announce(this.key).catch(() => {});
+    return had;
+  }
+
   get grant(): UpstreamOAuthSettings['grant'] {
     return this.options.settings.grant;
   }
@@ -90,19 +128,19 @@ export class ServerOAuth implements UpstreamAuth {
 
   /** Puts the last record read back into a store that lost it (Redis restarted empty). */
   async restore(): Promise<void> {
-    if (this.lastKnown && (await this.options.store.writeIfAbsent(this.name, this.lastKnown))) {
+    if (this.lastKnown && (await this.options.store.writeIfAbsent(this.key, this.lastKnown))) {
       this.options.log.info({ upstream: this.name }, 'OAuth grant put back into Redis after it lost its data');
     }
   }
 
   /** The stored record of this server, if it is for the configured URL. */
   async record(): Promise<OAuthRecord | undefined> {
-    let record = await this.options.store.read(this.name);
+    let record = await this.options.store.read(this.key);
     if (record === undefined && this.lastKnown !== undefined) {
       // Nothing deletes a record, so one gone means the store lost its data (Redis restarted empty): put back what this
       // instance last read (unless another instance was first), before any request goes out without a token.
-      await this.options.store.writeIfAbsent(this.name, this.lastKnown);
-      record = await this.options.store.read(this.name);
+      await this.options.store.writeIfAbsent(this.key, this.lastKnown);
+      record = await this.options.store.read(this.key);
     }
     const current = record?.url === this.options.url ? record : undefined;
     if (current) this.lastKnown = current;
@@ -112,8 +150,9 @@ export class ServerOAuth implements UpstreamAuth {
   async update(change: (record: OAuthRecord) => void): Promise<void> {
     const record = (await this.record()) ?? { url: this.options.url, updatedAt: new Date().toISOString() };
     change(record);
+    if (this.options.subject !== undefined) record.subject = this.options.subject;
     record.updatedAt = new Date().toISOString();
-    await this.options.store.write(this.options.server, record);
+    await this.options.store.write(this.key, record);
     this.lastKnown = record;
   }
 
@@ -146,7 +185,7 @@ export class ServerOAuth implements UpstreamAuth {
     const refused = this.lastSent;
     this.problem = undefined;
     try {
-      await this.options.store.withLock(this.name, this.options.lockTtlMs, async () => {
+      await this.options.store.withLock(this.key, this.options.lockTtlMs, async () => {
         const record = await this.record();
         // Someone refreshed since that token was sent: retry with theirs rather than spend the refresh token again.
         if (record?.tokens?.access_token !== undefined && record.tokens.access_token !== refused) return;
@@ -174,6 +213,15 @@ export class ServerOAuth implements UpstreamAuth {
     }
   }
 
+  /** Drops what discovery found (admin reconnect, a new authorize): the next OAuth step asks the server again. */
+  async forgetDiscovery(): Promise<void> {
+    const record = await this.record();
+    if (record?.discovery === undefined) return;
+    await this.update((stored) => {
+      delete stored.discovery;
+    });
+  }
+
   /** Admin: starts the browser step. Returns the authorization server's URL to open. */
   async authorize(callbackUrl: string): Promise<string> {
     if (this.options.refusal) throw new OAuthRequestError(409, this.options.refusal);
@@ -183,12 +231,21 @@ export class ServerOAuth implements UpstreamAuth {
     const redirectUrl = this.options.callbackUrl ?? callbackUrl;
     const state = randomBytes(32).toString('base64url');
     const flow = new Flow(this, { kind: 'authorize', state }, redirectUrl);
-    await this.options.store.withLock(this.name, this.options.lockTtlMs, async () => {
+    await this.options.store.withLock(this.key, this.options.lockTtlMs, async () => {
+      // The admin starts over: where the authorization server is gets asked again, not read from an earlier answer.
+      await this.forgetDiscovery();
       // Always the browser: the admin may be switching accounts or widening scope, so a refresh token is not reused.
       const result = await auth(flow, { serverUrl: this.options.url, scope: this.options.settings.scope, forceReauthorization: true });
       if (result !== 'REDIRECT' || !flow.authorizationUrl || !flow.verifier) throw new Error('the authorization server did not start a browser authorization');
     });
-    const pending: PendingAuthorization = { server: this.name, url: this.options.url, verifier: flow.verifier!, redirectUrl, createdAt: new Date().toISOString() };
+    const pending: PendingAuthorization = {
+      server: this.name,
+      ...(this.options.subject !== undefined ? { subject: this.options.subject } : {}),
+      url: this.options.url,
+      verifier: flow.verifier!,
+      redirectUrl,
+      createdAt: new Date().toISOString(),
+    };
     await this.options.store.putPending(state, pending, this.options.pendingTtlMs);
     return flow.authorizationUrl!.href;
   }
@@ -197,12 +254,12 @@ export class ServerOAuth implements UpstreamAuth {
   async complete(pending: PendingAuthorization, code: string, iss: string | undefined): Promise<void> {
     if (pending.url !== this.options.url) throw new OAuthRequestError(409, `server "${this.name}" changed its URL since this authorization started; authorize again`);
     const flow = new Flow(this, { kind: 'callback', verifier: pending.verifier }, pending.redirectUrl);
-    await this.options.store.withLock(this.name, this.options.lockTtlMs, async () => {
+    await this.options.store.withLock(this.key, this.options.lockTtlMs, async () => {
       const result = await auth(flow, { serverUrl: this.options.url, authorizationCode: code, iss, scope: this.options.settings.scope });
       if (result !== 'AUTHORIZED') throw new Error('the authorization server did not issue tokens');
     });
     this.problem = undefined;
-    await this.options.store.announce(this.name).catch(() => {});
+    await this.options.store.announce(this.key).catch(() => {});
   }
 }
 
@@ -255,7 +312,8 @@ class Flow implements OAuthClientProvider {
 
   async clientInformation(): Promise<StoredOAuthClientInformation | undefined> {
     const { clientId, clientSecret } = this.owner.options.settings;
-    const client = (await this.owner.record())?.client;
+    // A subject's grant uses the client already registered for the server: one registration, not one per user.
+    const client = (await this.owner.record())?.client ?? (await this.owner.options.sharedClient?.().catch(() => undefined));
     if (clientId) {
       // The configured client, bound to the authorization server it was first used with (the SDK's issuer stamp), so
       // its secret is never sent to another one should the server's metadata change.
@@ -328,7 +386,12 @@ class Flow implements OAuthClientProvider {
   }
 
   async discoveryState(): Promise<OAuthDiscoveryState | undefined> {
-    return (await this.owner.record())?.discovery;
+    const discovery = (await this.owner.record())?.discovery;
+    // Without protected resource metadata the authorization server was a guess (the MCP server's origin, the SDK's
+    // fallback when the metadata fetch failed): not a fact to keep. Only the callback of the authorize that guessed
+    // reads it back, since the SDK binds the code exchange to the server the browser was sent to.
+    if (discovery && !discovery.resourceMetadata && this.mode.kind !== 'callback') return undefined;
+    return discovery;
   }
 
   prepareTokenRequest(scope?: string): URLSearchParams | undefined {

@@ -16,10 +16,17 @@ export const upstreamOAuthSchema = z
           clientId: z.string().min(1).max(2_048).optional(),
           clientSecret: z.string().min(1).max(4_096).optional(),
           scope: z.string().min(1).max(4_096).optional(),
+          /**
+           * One grant per subject (a signed-in user's `sub`, or a key): each caller's calls act as their own account, and
+           * a caller without a grant is sent the authorization URL (URL elicitation, -32042). The admin's grant lists the
+           * tools. authorization_code only.
+           */
+          perUser: z.boolean().optional(),
         })
-        .strict(),
+        .strict()
+        .refine((auth) => !(auth.perUser && auth.grant === 'client_credentials'), { message: 'perUser needs the authorization_code grant: a user authorizes their own account', path: ['perUser'] }),
     ],
-    { error: 'auth is "oauth" or {type: oauth, grant?: authorization_code | client_credentials, clientId?, clientSecret?, scope?}' },
+    { error: 'auth is "oauth" or {type: oauth, grant?: authorization_code | client_credentials, clientId?, clientSecret?, scope?, perUser?}' },
   )
   .transform((auth) => (auth === 'oauth' ? { type: 'oauth' as const, grant: 'authorization_code' as const } : auth));
 
@@ -52,6 +59,10 @@ export const oauthSettingsSchema = z
     lockTtlMs: z.number().int().min(1_000).max(600_000).default(30_000),
     /** How long an `authorize` answer stays usable: the browser must come back within it. */
     pendingTtlMs: z.number().int().min(10_000).max(3_600_000).default(600_000),
+    /** Upstream connections of per-user servers: at most this many open per server (least recently used close first). */
+    maxUserConnections: z.number().int().min(1).max(10_000).default(64),
+    /** A user's connection unused this long is closed (opened again on their next call). */
+    userConnectionIdleMs: z.number().int().min(1_000).max(86_400_000).default(300_000),
   })
   .prefault({})
   .refine((oauth) => oauth.clientMetadataUrl === undefined || oauth.callbackUrl !== undefined, {

@@ -20,12 +20,16 @@ export interface OAuthRecord {
   redirectUrl?: string;
   /** Set when the grant stopped working; cleared by new tokens. Other instances read the reason from here. */
   problem?: { reason: NeedsAuthorizationReason; message: string; at: string };
+  /** A per-user server's grant: whose (Access.subject). Its record is stored under a key of its own (userRecordKey). */
+  subject?: string;
   updatedAt: string;
 }
 
 /** An `authorize` waiting for the browser to come back with `state`. */
 export interface PendingAuthorization {
   server: string;
+  /** For a per-user server: the subject whose grant the browser step obtains. */
+  subject?: string;
   url: string;
   verifier: string;
   redirectUrl: string;
@@ -40,6 +44,8 @@ export interface OAuthStore {
   readonly kind: 'redis' | 'memory' | 'file';
   read(server: string): Promise<OAuthRecord | undefined>;
   write(server: string, record: OAuthRecord): Promise<void>;
+  /** Every record whose key starts with `prefix` (a per-user server's grants), as key → record. */
+  list(prefix: string): Promise<Map<string, OAuthRecord>>;
   /** Writes only where nothing is stored (putting back what an emptied Redis lost); false when a record was there. */
   writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean>;
   putPending(state: string, pending: PendingAuthorization, ttlMs: number): Promise<void>;
@@ -88,6 +94,23 @@ export class RedisOAuthStore implements OAuthStore {
   async write(server: string, record: OAuthRecord): Promise<void> {
     const key = this.bus.keys.oauthServer(server);
     await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(record), key));
+  }
+
+  async list(prefix: string): Promise<Map<string, OAuthRecord>> {
+    const base = this.bus.keys.oauthServer('');
+    const found = new Map<string, OAuthRecord>();
+    // SCAN, not KEYS: a server with thousands of users must not block Redis.
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.bus.redis.scan(cursor, 'MATCH', `${this.bus.keys.oauthServer(prefix).replace(/[*?[\]\\]/g, '\\$&')}*`, 'COUNT', 500);
+      cursor = next;
+      for (const key of keys) {
+        const sealed = await this.bus.redis.get(key);
+        const record = sealed === null ? undefined : this.openRecord<OAuthRecord>(sealed, key);
+        if (record) found.set(key.slice(base.length), record);
+      }
+    } while (cursor !== '0');
+    return found;
   }
 
   async writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean> {
@@ -180,6 +203,10 @@ export class MemoryOAuthStore implements OAuthStore {
   async write(server: string, record: OAuthRecord): Promise<void> {
     this.records.set(server, structuredClone(record));
     this.save();
+  }
+
+  async list(prefix: string): Promise<Map<string, OAuthRecord>> {
+    return new Map([...this.records].filter(([key]) => key.startsWith(prefix)).map(([key, record]) => [key, structuredClone(record)]));
   }
 
   async writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean> {

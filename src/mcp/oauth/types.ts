@@ -17,4 +17,23 @@ export interface UpstreamAuth {
   needed(): AuthorizationNeeded | undefined;
   /** Why this server must not start at all (no TOOLROUTER_SECRET_KEY for its tokens), if so: no retry can cure it. */
   refusal?(): string | undefined;
+  /** Forgets where the authorization server was found (an admin's reconnect): the next OAuth step discovers it again. */
+  forgetDiscovery?(): Promise<void>;
+}
+
+/** Where the authorization server sends the browser back (public; guarded by the single-use `state`). */
+export const OAUTH_CALLBACK_PATH = '/oauth/callback';
+
+/** A per-user server's grant for one subject, as its upstream connection uses it. */
+export interface UserAuth extends UpstreamAuth {
+  /** Whether a usable grant is stored; without one, calls are not sent (the caller is sent the authorization URL). */
+  hasGrant(): Promise<boolean>;
+}
+
+/** What the upstream side needs from the OAuth side for servers with `perUser: true` (src/mcp/oauth/manager.ts). */
+export interface UserGrants {
+  perUser(server: string): boolean;
+  userAuth(server: string, subject: string): UserAuth | undefined;
+  /** Starts a subject's browser step; `callbackUrl` is used unless mcp.oauth.callbackUrl is set. */
+  authorizeUser(server: string, subject: string, callbackUrl: string | undefined): Promise<string>;
 }

@@ -89,5 +89,5 @@ export function callFailure(
   if (options.signal?.aborted) return new UpstreamError('error', `the call to ${what} was cancelled`);
   // The connection failed under the call: find out now rather than at the next ping.
   connectionInDoubt();
-  return new UpstreamError('unavailable', `upstream MCP server "${server}" failed during ${what}: ${describe(error)}`, 1);
+  return new UpstreamError('unavailable', `upstream MCP server "${server}" failed during ${what}: ${describe(error)}`, 1, server);
 }

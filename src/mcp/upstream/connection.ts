@@ -8,7 +8,7 @@ import { EmptyResultSchema, type CallToolResult } from '@modelcontextprotocol/sd
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Catalog } from '../../catalog/catalog.js';
-import { describeConnectFailure, describeUpstreamError, type HttpFailure } from '../errors.js';
+import { describeConnectFailure, describeUpstreamError, readableLine, type HttpFailure } from '../errors.js';
 import { listFeatures, NO_FEATURES, type UpstreamFeatures } from '../features.js';
 import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
@@ -116,11 +116,11 @@ export class UpstreamConnection {
   unavailable(): UpstreamError {
     const needs = this.state === 'needs_authorization' ? this.authNeeded : undefined;
     if (needs) {
-      return new UpstreamError('unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60);
+      return new UpstreamError('unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60, this.name);
     }
     const state =
       this.state !== 'connecting' ? 'is not connected' : this.retries.failures > 0 || this.listing.rememberedSize > 0 ? 'is reconnecting' : 'is still connecting';
-    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds());
+    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds(), this.name);
   }
 
   status(): UpstreamStatus {
@@ -158,6 +158,17 @@ export class UpstreamConnection {
     } catch (error) {
       throw this.failure(error, `"${qualifiedName}"`, generation, options);
     }
+  }
+
+  /**
+   * A tool's name at the upstream and its arguments as the upstream takes them (transforms applied), for a call sent on
+   * another connection to the same server (a user's own, upstream/per-user.ts). Throws while this one is not connected.
+   */
+  upstreamCall(qualifiedName: string, args: Record<string, unknown> | undefined): { name: string; args: Record<string, unknown> | undefined } {
+    const upstreamName = this.listing.upstreamName(qualifiedName);
+    if (this.state !== 'connected' || upstreamName === undefined) throw this.unavailable();
+    const transform = this.listing.transform(qualifiedName);
+    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args };
   }
 
   /** Resources, templates and prompts as last listed; none while not connected. */
@@ -225,7 +236,9 @@ export class UpstreamConnection {
     if (this.state === 'connected') this.listing.withdraw();
     this.retries.failures = 0;
     void client?.close().catch(() => {});
-    void this.connect();
+    // An OAuth server's discovery is redone too: a reconnect is the admin's cure for a wrong authorization server.
+    const forgotten = this.options.auth?.forgetDiscovery?.().catch((error: unknown) => this.log.warn({ err: error }, 'could not forget the OAuth discovery'));
+    void Promise.resolve(forgotten).then(() => this.connect());
   }
 
   /** Closes the connection; `forget` also takes its tools out of the catalog (the server was removed). */
@@ -298,6 +311,7 @@ export class UpstreamConnection {
           this.bytesRead += bytes;
         },
         ...(this.options.auth ? { authProvider: this.options.auth.provider } : {}),
+        ...('url' in this.config && this.config.passthroughHeaders ? { passthrough: { server: this.name, headers: this.config.passthroughHeaders } } : {}),
         onStderr: (line) => {
           this.log.debug({ stderr: line }, 'upstream stderr');
           if (generation !== this.generation) return;
@@ -502,7 +516,9 @@ export class UpstreamConnection {
     this.authNeeded = needs;
     this.state = needs ? 'needs_authorization' : 'down';
     const stderr = [...new Set(this.stderrTail)].slice(-STDERR_IN_ERROR);
-    this.lastError = stderr.length > 0 ? `${reason} (stderr: ${stderr.join(' | ')})` : reason;
+    // One readable line: an SDK validation failure's message is its issues as pretty JSON, kilobytes of it.
+    const line = readableLine(reason);
+    this.lastError = stderr.length > 0 ? `${line} (stderr: ${stderr.join(' | ')})` : line;
     this.connectedAt = null;
     this.listing.withdraw();
     const hadFeatures = this.features !== NO_FEATURES;

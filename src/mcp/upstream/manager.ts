@@ -5,11 +5,13 @@ import { servesUri, type UpstreamFeatures } from '../features.js';
 import { transformServer, type ToolTransform } from '../transform.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
+import { UserConnections } from './per-user.js';
 import {
   UpstreamError,
   type UpstreamCallOptions,
   type UpstreamEvents,
   type UpstreamManagerOptions,
+  type RemoteServerConfig,
   type UpstreamOrigin,
   type UpstreamServerConfig,
   type UpstreamStatus,
@@ -23,6 +25,8 @@ import {
  */
 export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   private readonly connections = new Map<string, UpstreamConnection>();
+  /** Per-user OAuth servers' connections per subject, by server; made on a subject's first call. */
+  private readonly userConnections = new Map<string, UserConnections>();
   private started = false;
 
   constructor(
@@ -176,10 +180,42 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     const source = this.catalog.get(qualifiedName)?.source;
     const connection = source === undefined ? undefined : this.connections.get(source);
     if (!connection) throw new UpstreamError('unavailable', `no upstream MCP server serves "${qualifiedName}"`);
+    // A per-user server: a caller with a subject goes out with their own grant, never the shared one.
+    if (options.subject !== undefined && 'url' in connection.config && this.options.users?.perUser(connection.name)) {
+      const call = connection.upstreamCall(qualifiedName, args);
+      return this.usersOf(connection).call(options.subject, call.name, call.args, options);
+    }
     return connection.call(qualifiedName, args, options);
   }
 
+  /** Closes a subject's connection to a per-user server (their grant was revoked). */
+  async dropUser(server: string, subject: string): Promise<void> {
+    await this.userConnections.get(server)?.drop(subject);
+  }
+
+  /** Open per-user connections of a server (for its status and tests). */
+  userConnectionCount(server: string): number {
+    return this.userConnections.get(server)?.size ?? 0;
+  }
+
+  private usersOf(connection: UpstreamConnection): UserConnections {
+    let users = this.userConnections.get(connection.name);
+    if (!users) {
+      users = new UserConnections(connection.name, connection.config as RemoteServerConfig, {
+        grants: this.options.users!,
+        max: this.options.userConnections?.max ?? 64,
+        idleMs: this.options.userConnections?.idleMs ?? 300_000,
+        connectTimeoutMs: this.options.connectTimeoutMs,
+        log: this.options.log.child({ upstream: connection.name, perUser: true }),
+      });
+      this.userConnections.set(connection.name, users);
+    }
+    return users;
+  }
+
   async close(): Promise<void> {
+    await Promise.all([...this.userConnections.values()].map((users) => users.close()));
+    this.userConnections.clear();
     await Promise.all([...this.connections.values()].map((connection) => connection.close()));
   }
 
@@ -218,6 +254,8 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
 
   private async drop(connection: UpstreamConnection): Promise<void> {
     this.connections.delete(connection.name);
+    await this.userConnections.get(connection.name)?.close();
+    this.userConnections.delete(connection.name);
     await connection.close(true);
     this.catalog.releaseSource(connection.name, owner(connection.name));
     this.emit('status', { ...connection.status(), tools: 0 });

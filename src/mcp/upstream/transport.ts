@@ -5,6 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { SSEClientTransport, StreamableHTTPClientTransport, type AuthProvider, type OAuthClientProvider, type Transport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { currentRequestScope, UPSTREAM_HEADER_PREFIX } from '../../auth/request-context.js';
 import { bodyExcerpt, type HttpFailure } from '../errors.js';
 import { BoundedReadBuffer, boundedBody, DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import type { UpstreamServerConfig } from './types.js';
@@ -22,6 +23,11 @@ export interface TransportOptions {
   onRefused?: (bytes: number) => void;
   /** Bytes read from the server (liveness: a server busy sending is not gone). */
   onRead?: (bytes: number) => void;
+  /**
+   * Headers a request may carry for this server (`passthroughHeaders`): read from the request being served when a
+   * message is sent (src/auth/request-context.ts), so they go with that request's calls only.
+   */
+  passthrough?: { server: string; headers: readonly string[] };
 }
 
 /**
@@ -43,7 +49,7 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
   if ('url' in config) {
     const common = {
       requestInit: { headers: config.headers ?? {} },
-      fetch: recordingFetch(options.onHttpFailure, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused, options.onRead),
+      fetch: recordingFetch(options.onHttpFailure, options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES, options.onRefused, options.onRead, options.passthrough),
       ...(options.authProvider ? { authProvider: options.authProvider } : {}),
     };
     if (config.type === 'sse') return new SSEClientTransport(new URL(config.url), common);
@@ -67,6 +73,20 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
   return transport;
 }
 
+/** The request's credentials for this server, added to one outgoing message; none outside a request. */
+function withPassthrough(init: RequestInit | undefined, passthrough: NonNullable<TransportOptions['passthrough']>): RequestInit | undefined {
+  const scope = currentRequestScope();
+  if (!scope || scope.upstreamHeaders.size === 0) return init;
+  let headers: Headers | undefined;
+  for (const name of passthrough.headers) {
+    const value = scope.upstreamHeaders.get(`${UPSTREAM_HEADER_PREFIX}${passthrough.server}-${name}`.toLowerCase());
+    if (value === undefined) continue;
+    headers ??= new Headers(init?.headers);
+    headers.set(name, value);
+  }
+  return headers ? { ...init, headers } : init;
+}
+
 /** Ends an HTTP session politely (the server would expire it anyway). */
 export async function terminateSession(transport: Transport | undefined): Promise<void> {
   if (transport instanceof StreamableHTTPClientTransport && transport.sessionId) await transport.terminateSession();
@@ -82,10 +102,11 @@ function recordingFetch(
   maxResultBytes: number,
   onRefused?: (bytes: number) => void,
   onRead?: (bytes: number) => void,
+  passthrough?: TransportOptions['passthrough'],
 ): typeof fetch {
   return async (input, init) => {
     if (init?.signal) setMaxListeners(0, init.signal);
-    const response = bounded(await fetch(input, init), maxResultBytes, onRefused, onRead);
+    const response = bounded(await fetch(input, passthrough ? withPassthrough(init, passthrough) : init), maxResultBytes, onRefused, onRead);
     if (!response.ok && onFailure) {
       const wwwAuthenticate = response.headers.get('www-authenticate') ?? undefined;
       const body = await bodyExcerpt(response);

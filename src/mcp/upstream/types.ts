@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { ToolTransform } from '../transform.js';
 import type { RelayContext } from '../relay/channel.js';
 import type { UpstreamOAuthSettings } from '../oauth/settings.js';
-import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
+import type { AuthorizationNeeded, UpstreamAuth, UserGrants } from '../oauth/types.js';
 
 /** A spawned process speaking MCP on stdin/stdout. */
 export interface StdioServerConfig {
@@ -24,6 +24,8 @@ export interface RemoteServerConfig {
   description?: string;
   /** OAuth 2.1 (src/mcp/oauth/); the connection gets it through UpstreamManagerOptions.auth. */
   auth?: UpstreamOAuthSettings;
+  /** Header names a request may carry for this server (`x-toolrouter-upstream-<server>-<header>`), for its calls only. */
+  passthroughHeaders?: string[];
 }
 
 /** An upstream MCP server: a command spawned with stdio, or an HTTP endpoint. */
@@ -56,6 +58,10 @@ export interface UpstreamManagerOptions {
   maxResultBytes?: number;
   /** OAuth for HTTP servers with `auth: oauth` (src/mcp/oauth/), asked for when a server's connection is created. */
   auth?: (server: string) => UpstreamAuth | undefined;
+  /** Per-user OAuth servers' grants (src/mcp/oauth/): calls with a subject go out on that subject's own connection. */
+  users?: UserGrants;
+  /** Bounds of those per-user connections (mcp.oauth.maxUserConnections, userConnectionIdleMs). */
+  userConnections?: { max: number; idleMs: number };
   log: Logger;
 }
 
@@ -108,6 +114,8 @@ export class UpstreamError extends Error {
     message: string,
     /** For 'unavailable': seconds until the server's next connection attempt (REST Retry-After). */
     readonly retryAfterSeconds?: number,
+    /** The server concerned, when known: callers other than the admin are told only its name (gateway.ts). */
+    readonly server?: string,
   ) {
     super(message);
   }
@@ -129,6 +137,8 @@ export interface UpstreamCallOptions {
   meta?: Record<string, string>;
   /** The caller's client channel: what the upstream asks during the call reaches it (src/mcp/relay/). */
   relay?: RelayContext;
+  /** Whose grant a server with per-user OAuth uses (Access.subject); undefined: the server's shared grant. */
+  subject?: string;
 }
 
 /** Resources or prompts a server offers changed (it connected, went down, or re-listed), or a subscribed resource did. */

@@ -1,0 +1,148 @@
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { ToolrouterError } from '../../errors.js';
+import { UnauthorizedError } from '../auth.js';
+import type { IdentitySettings } from './settings.js';
+
+/** A token that passed every check: signature, issuer, audience, time, required scopes. */
+export interface VerifiedToken {
+  /** The token's `sub`: who the user is at the issuer. */
+  subject: string;
+  scopes: string[];
+  claims: JWTPayload;
+}
+
+export type TokenVerifierOptions = Pick<
+  IdentitySettings,
+  'issuer' | 'audience' | 'jwksUri' | 'requiredScopes' | 'algorithms' | 'clockToleranceSeconds' | 'jwksCooldownMs' | 'jwksMaxAgeMs'
+>;
+
+/** The issuer did not say where its keys are, or could not be reached to say: the token cannot be checked now. */
+const DISCOVERY_TIMEOUT_MS = 5_000;
+/** Metadata documents are small; a larger answer is not one. */
+const MAX_METADATA_BYTES = 256 * 1024;
+/** A token longer than this is refused before any parsing (headers of 8 KB+ are refused by most proxies anyway). */
+export const MAX_TOKEN_CHARS = 16_384;
+/** A subject is an identifier, not a document. */
+const MAX_SUBJECT_CHARS = 255;
+
+/** A compact JWS: three base64url parts. What an API key or another provider's opaque token never looks like. */
+export function looksLikeJwt(credential: string): boolean {
+  return credential.length <= MAX_TOKEN_CHARS && /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(credential);
+}
+
+/**
+ * Checks JWT access tokens of one issuer with `jose`: the signing keys come from the JWKS (configured, or found in the
+ * issuer's metadata), are cached and fetched again when a token names an unknown key (rotation), at most once per
+ * cooldown. A failed discovery is not remembered: the next token tries again.
+ */
+export class TokenVerifier {
+  private keys: JWTVerifyGetKey | undefined;
+  private discovering: Promise<JWTVerifyGetKey> | undefined;
+
+  constructor(private readonly options: TokenVerifierOptions) {}
+
+  async verify(token: string): Promise<VerifiedToken> {
+    if (!looksLikeJwt(token)) throw new UnauthorizedError('invalid access token: not a JWT', 'invalid');
+    const keys = await this.signingKeys();
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, keys, {
+        issuer: this.options.issuer,
+        audience: this.options.audience,
+        algorithms: [...this.options.algorithms],
+        clockTolerance: this.options.clockToleranceSeconds,
+        requiredClaims: ['sub', 'exp'],
+      }));
+    } catch (error) {
+      throw refusal(error);
+    }
+    const subject = payload.sub!;
+    if (subject.length === 0 || subject.length > MAX_SUBJECT_CHARS || [...subject].some((char) => char.charCodeAt(0) < 0x20 || char.charCodeAt(0) === 0x7f)) {
+      throw new UnauthorizedError('invalid access token: unusable subject (sub)', 'invalid');
+    }
+    const scopes = scopesOf(payload);
+    const missing = this.options.requiredScopes.filter((scope) => !scopes.includes(scope));
+    if (missing.length > 0) {
+      throw new ToolrouterError('forbidden', `the access token lacks the scope${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`, { reason: 'insufficient_scope' });
+    }
+    return { subject, scopes, claims: payload };
+  }
+
+  private async signingKeys(): Promise<JWTVerifyGetKey> {
+    if (this.keys) return this.keys;
+    // One discovery at a time; a failed one is forgotten so the next request tries again.
+    this.discovering ??= this.discover().finally(() => (this.discovering = undefined));
+    this.keys = await this.discovering;
+    return this.keys;
+  }
+
+  private async discover(): Promise<JWTVerifyGetKey> {
+    const jwksUri = this.options.jwksUri ?? (await jwksUriOf(this.options.issuer));
+    return createRemoteJWKSet(new URL(jwksUri), {
+      cooldownDuration: this.options.jwksCooldownMs,
+      cacheMaxAge: this.options.jwksMaxAgeMs,
+      timeoutDuration: DISCOVERY_TIMEOUT_MS,
+    });
+  }
+}
+
+/** `scope` (RFC 9068: space-separated) or `scp` (a list, as some IdPs send it). */
+function scopesOf(payload: JWTPayload): string[] {
+  if (typeof payload.scope === 'string') return payload.scope.split(' ').filter((scope) => scope !== '');
+  const scp = (payload as { scp?: unknown }).scp;
+  if (Array.isArray(scp)) return scp.filter((scope): scope is string => typeof scope === 'string');
+  if (typeof scp === 'string') return scp.split(' ').filter((scope) => scope !== '');
+  return [];
+}
+
+/** Why a token was refused, in words that name no part of it. Key-fetch failures are the IdP's, not the caller's. */
+function refusal(error: unknown): ToolrouterError {
+  if (error instanceof joseErrors.JWTExpired) return new UnauthorizedError('access token expired', 'invalid');
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    const claim = error.claim === 'aud' ? 'audience (aud): the token was not issued for this service' : error.claim === 'iss' ? 'issuer (iss)' : `claim ${error.claim}`;
+    return new UnauthorizedError(`invalid access token: wrong ${claim}`, 'invalid');
+  }
+  if (error instanceof joseErrors.JWKSTimeout || (error instanceof joseErrors.JOSEError && error.code === 'ERR_JOSE_GENERIC')) {
+    return new ToolrouterError('auth_unavailable', 'the signing keys of the token issuer cannot be fetched right now', { retryAfterSeconds: 5, cause: error });
+  }
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return new UnauthorizedError('invalid access token: signed with a key the issuer does not publish', 'invalid');
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return new UnauthorizedError('invalid access token: signature algorithm not accepted', 'invalid');
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return new UnauthorizedError('invalid access token: bad signature', 'invalid');
+  if (error instanceof TypeError || (error as { code?: string }).code === 'ECONNREFUSED') {
+    return new ToolrouterError('auth_unavailable', 'the signing keys of the token issuer cannot be fetched right now', { retryAfterSeconds: 5, cause: error });
+  }
+  return new UnauthorizedError('invalid access token', 'invalid');
+}
+
+/**
+ * The issuer's `jwks_uri`: RFC 8414 metadata (path inserted after the host), then OpenID discovery (path appended).
+ * The document must name the configured issuer, or its keys are not that issuer's.
+ */
+async function jwksUriOf(issuer: string): Promise<string> {
+  const url = new URL(issuer);
+  const path = url.pathname === '/' ? '' : url.pathname.replace(/\/$/, '');
+  const candidates = [`${url.origin}/.well-known/oauth-authorization-server${path}`, `${url.origin}${path}/.well-known/openid-configuration`];
+  const problems: string[] = [];
+  for (const candidate of candidates) {
+    try {
+      const response = await fetch(candidate, { signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS), headers: { accept: 'application/json' } });
+      if (!response.ok) {
+        problems.push(`${candidate}: HTTP ${response.status}`);
+        continue;
+      }
+      const text = await response.text();
+      if (text.length > MAX_METADATA_BYTES) throw new Error('metadata document too large');
+      const metadata = JSON.parse(text) as { issuer?: unknown; jwks_uri?: unknown };
+      if (!sameIssuer(metadata.issuer, issuer)) throw new Error(`metadata names another issuer (${String(metadata.issuer).slice(0, 200)})`);
+      if (typeof metadata.jwks_uri !== 'string') throw new Error('metadata has no jwks_uri');
+      return metadata.jwks_uri;
+    } catch (error) {
+      problems.push(`${candidate}: ${(error as Error).message}`);
+    }
+  }
+  throw new ToolrouterError('auth_unavailable', `the token issuer's signing keys cannot be found (${problems.join('; ')}); set auth.oauth.jwksUri`, { retryAfterSeconds: 5 });
+}
+
+function sameIssuer(found: unknown, configured: string): boolean {
+  return typeof found === 'string' && found.replace(/\/$/, '') === configured.replace(/\/$/, '');
+}
