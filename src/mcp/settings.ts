@@ -1,5 +1,6 @@
 /** The MCP gateway's settings (YAML `mcp`): schema and defaults. Assembled by `src/config/`. */
 import { z } from 'zod';
+import { sandboxSettingsSchema } from '../codemode/settings.js';
 import { oauthSettingsSchema, upstreamOAuthSchema } from './oauth/settings.js';
 import { toolTransformSchema } from './transform.js';
 
@@ -88,6 +89,14 @@ export const mcpSettingsSchema = z
     search: z.union([z.literal('auto'), z.boolean()], { error: 'must be "auto", true or false' }).default('auto'),
     searchToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('search_tools'),
     callToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('call_tool'),
+    /**
+     * Code mode: tools/list offers `execute` (executeToolName), which runs a JavaScript program calling tools in a
+     * sandbox (src/codemode/). A key's `code_mode_enabled` overrides this for that key.
+     */
+    codeMode: z.boolean().default(false),
+    executeToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('execute'),
+    /** Code mode's limits per execution and executions at once (src/codemode/settings.ts). */
+    sandbox: sandboxSettingsSchema,
     /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
     callTimeoutMs: z.number().int().min(1).max(3_600_000).default(60_000),
     /**
@@ -125,6 +134,10 @@ export const mcpSettingsSchema = z
     oauth: oauthSettingsSchema,
   })
   .prefault({})
-  .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ');
+  .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ')
+  .refine(
+    (mcp) => mcp.executeToolName !== mcp.searchToolName && mcp.executeToolName !== mcp.callToolName,
+    'mcp.executeToolName must differ from mcp.searchToolName and mcp.callToolName',
+  );
 
 export type McpSettings = z.infer<typeof mcpSettingsSchema>;
