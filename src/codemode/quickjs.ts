@@ -43,10 +43,10 @@ const INITIAL_PAGES = 256;
  * global object (the closures keep them). Results come back as JSON `{ok, value}` or `{ok: false, error}`; an error
  * becomes an Error with the code and, for a tool's own error result, the result.
  */
-const PRELUDE = `(function (host, log) {
+const PRELUDE = `(function (host, log, parse, stringify) {
   'use strict';
   const settle = (text) => {
-    const answer = JSON.parse(text);
+    const answer = parse(text);
     if (answer.ok) return answer.value;
     const error = new Error(answer.error.message);
     error.code = answer.error.code;
@@ -56,19 +56,19 @@ const PRELUDE = `(function (host, log) {
   const show = (value) => {
     if (typeof value === 'string') return value;
     if (value instanceof Error) return String(value);
-    try { const text = JSON.stringify(value); return text === undefined ? String(value) : text; } catch (e) { return String(value); }
+    try { const text = stringify(value); return text === undefined ? String(value) : text; } catch (e) { return String(value); }
   };
   const write = (...values) => { log(values.map(show).join(' ')); };
   globalThis.call_tool = async function call_tool(name, args) {
     if (typeof name !== 'string') throw new TypeError('call_tool(name, arguments): name must be a string');
-    return settle(await host('call', JSON.stringify({ name, arguments: args === undefined ? {} : args })));
+    return settle(await host('call', stringify({ name, arguments: args === undefined ? {} : args })));
   };
   globalThis.search_tools = async function search_tools(query, options) {
     if (typeof query !== 'string') throw new TypeError('search_tools(query, options): query must be a string');
-    return settle(await host('search', JSON.stringify({ query, options: options === undefined ? {} : options })));
+    return settle(await host('search', stringify({ query, options: options === undefined ? {} : options })));
   };
   globalThis.console = Object.freeze({ log: write, info: write, warn: write, error: write, debug: write });
-})(__host, __log);
+})(__host, __log, JSON.parse, JSON.stringify);
 delete globalThis.__host;
 delete globalThis.__log;`;
 
@@ -129,7 +129,8 @@ export async function runProgram(code: string, limits: EngineLimits, bridge: Bri
     prelude.value.dispose();
 
     // The return value is serialised inside the engine, where its cost counts against the code's own limits.
-    const program = `(async () => {\n${code}\n})().then((value) => { const text = JSON.stringify(value); return text === undefined ? 'null' : text; })`;
+    // JSON.stringify is taken before the code runs: code that replaces it changes its own globals, not this step.
+    const program = `((stringify) => (async () => {\n${code}\n})().then((value) => { const text = stringify(value); return text === undefined ? 'null' : text; }))(JSON.stringify)`;
     const started = ctx.evalCode(program, 'execute.js');
     if (started.error) return { ok: false, ...failure(ctx, started.error, outOfMemory()), logs: logs.lines() };
     const promise: QuickJSHandle = started.value;
