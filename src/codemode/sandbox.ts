@@ -100,7 +100,10 @@ export class Sandbox {
         stackKb: this.settings.stackKb,
         maxLogBytes: this.settings.maxLogBytes,
       };
-      const thread = this.idle.pop() ?? new SandboxThread();
+      let thread = this.idle.pop();
+      // An idle thread can have died (a resource limit, a crash): it is dropped for a new one.
+      while (thread && !thread.alive) thread = this.idle.pop();
+      thread ??= new SandboxThread();
       const outcome = await thread.execute(this.nextRun++, code, limits, answer, this.settings.timeoutMs + GRACE_MS, options.signal);
       if (thread.alive && !this.closed && this.idle.length < this.settings.idleThreads) this.idle.push(thread);
       else void thread.stop();
@@ -182,7 +185,6 @@ class SandboxThread {
     signal?: AbortSignal,
   ): Promise<EngineOutcome> {
     return new Promise<EngineOutcome>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
       const finish = (outcome: EngineOutcome) => {
         if (this.current?.run !== run) return;
         this.current = undefined;
@@ -197,7 +199,7 @@ class SandboxThread {
       };
       const onAbort = () => end('error', 'the execution was cancelled');
       this.current = { run, answer, finish };
-      timer = setTimeout(() => end('timeout', `the code did not finish within ${limits.timeoutMs} ms`), hardLimitMs);
+      const timer = setTimeout(() => end('timeout', `the code did not finish within ${limits.timeoutMs} ms`), hardLimitMs);
       if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort, { once: true });
       this.worker.postMessage({ type: 'run', run, code, limits } satisfies ThreadRequest);
