@@ -12,6 +12,8 @@
  * - stack: QuickJS's stack limit turns deep recursion into a RangeError before the WebAssembly stack runs out.
  * Host calls are promises: the code may run several at once (Promise.all) and awaits them like any other.
  */
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { newQuickJSWASMModule, newVariant, RELEASE_SYNC, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten';
 
 export interface EngineLimits {
@@ -28,11 +30,28 @@ export type EngineOutcome =
   | { ok: true; json: string; logs: string[] }
   | { ok: false; kind: 'timeout' | 'memory' | 'error' | 'crash'; message: string; logs: string[] };
 
-/** WebAssembly's Memory (the project's TypeScript libraries do not declare the WebAssembly namespace). */
+/** WebAssembly's Memory and compile (the project's TypeScript libraries do not declare the WebAssembly namespace). */
 interface WasmMemory {
   readonly buffer: ArrayBuffer;
 }
-const WasmMemory = (globalThis as unknown as { WebAssembly: { Memory: new (descriptor: { initial: number; maximum: number }) => WasmMemory } }).WebAssembly.Memory;
+const Wasm = (globalThis as unknown as {
+  WebAssembly: { Memory: new (descriptor: { initial: number; maximum: number }) => WasmMemory; compile(bytes: Uint8Array): Promise<object> };
+}).WebAssembly;
+
+let compiled: Promise<object> | undefined;
+
+/**
+ * The engine's WebAssembly, compiled once per thread: each execution instantiates it afresh (its own memory), which
+ * costs a fraction of compiling it again.
+ */
+function engineModule(): Promise<object> {
+  compiled ??= (async () => {
+    // The build quickjs-emscripten's RELEASE_SYNC variant loads, resolved from that package.
+    const resolve = createRequire(import.meta.resolve('quickjs-emscripten')).resolve;
+    return Wasm.compile(await readFile(resolve('@jitl/quickjs-wasmfile-release-sync/wasm')));
+  })();
+  return compiled;
+}
 
 const PAGE = 65_536;
 /** The engine needs this much memory to start (the module's own minimum is 16 MB). */
@@ -74,8 +93,8 @@ delete globalThis.__log;`;
 
 /** Runs `code` (the body of an async function) and answers with its return value as JSON, or why it did not finish. */
 export async function runProgram(code: string, limits: EngineLimits, bridge: Bridge): Promise<EngineOutcome> {
-  const memory = new WasmMemory({ initial: INITIAL_PAGES, maximum: Math.max(INITIAL_PAGES, Math.floor((limits.memoryMb * 1_048_576) / PAGE)) });
-  const module = await newQuickJSWASMModule(newVariant(RELEASE_SYNC, { wasmMemory: memory as never }));
+  const memory = new Wasm.Memory({ initial: INITIAL_PAGES, maximum: Math.max(INITIAL_PAGES, Math.floor((limits.memoryMb * 1_048_576) / PAGE)) });
+  const module = await newQuickJSWASMModule(newVariant(RELEASE_SYNC, { wasmMemory: memory as never, wasmModule: (await engineModule()) as never }));
   const deadline = Date.now() + limits.timeoutMs;
   const logs = new LogBuffer(limits.maxLogBytes);
   let runtime: QuickJSRuntime | undefined;
