@@ -94,8 +94,8 @@ function objectType(schema: Schema, depth: number, topLevel: boolean): string {
     const key = IDENTIFIER.test(name) ? name : JSON.stringify(name);
     const doc = isObject(property) && typeof property.description === 'string' ? firstLine(property.description, FIELD_DOC_CHARS) : '';
     // Descriptions of top-level parameters say what to pass; nested ones would cost more than they help.
-    const comment = topLevel && doc !== '' ? ` /** ${doc} */` : '';
-    return `${key}${required.has(name) ? '' : '?'}: ${typeOf(property, depth + 1)};${comment}`;
+    const comment = topLevel && doc !== '' ? `/** ${doc} */ ` : '';
+    return `${comment}${key}${required.has(name) ? '' : '?'}: ${typeOf(property, depth + 1)};`;
   });
   const extra = schema.additionalProperties;
   if (fields.length === 0) {

@@ -105,7 +105,7 @@ describe('code mode over /mcp', () => {
     );
     assert.ok(answer.ok, answer.error ?? '');
     assert.equal(answer.result.name, 'files__add');
-    assert.match(answer.result.signature, /declare function call_tool\(name: "files__add", args: \{ a: number; .*b: number; .*\}\): Promise<\{ sum: number; \}>;/s);
+    assert.match(answer.result.signature, /declare function call_tool\(name: "files__add", args: \{ \/\*\* first addend \*\/ a: number; \/\*\* second addend \*\/ b: number; \}\): Promise<\{ sum: number; \}>;/);
     assert.equal(answer.result.sum, 42);
   });
 

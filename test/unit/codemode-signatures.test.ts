@@ -18,7 +18,7 @@ describe('code mode signatures (detail "code")', () => {
     assert.equal(
       toolSignature(tool),
       '/** Add two numbers and return their sum. */\n' +
-        'declare function call_tool(name: "math__add", args: { a: number; /** first addend */ b: number; note?: string; }): Promise<{ sum: number; }>;',
+        'declare function call_tool(name: "math__add", args: { /** first addend */ a: number; b: number; note?: string; }): Promise<{ sum: number; }>;',
     );
   });
 
