@@ -3,12 +3,14 @@
  * SDK clients on /mcp (2025-11-25 sessions and the 2026-07-28 revision), and code that reaches both through `execute`.
  */
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/http-server.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from '../helpers/keys.js';
-import { stdioFixtureServer, textOf } from '../helpers/mcp.js';
+import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
+import { REPO_ROOT } from '../helpers/paths.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
 const TIMEOUT_MS = 3_000;
@@ -32,7 +34,11 @@ describe('code mode over /mcp', () => {
       mcp: {
         search: true,
         codeMode: true,
-        servers: { files: stdioFixtureServer(), tracker: { url: tracker.url } },
+        servers: {
+          files: stdioFixtureServer(),
+          tracker: { url: tracker.url },
+          features: { command: process.execPath, args: ['--import', 'tsx', path.join(REPO_ROOT, 'test/fixtures/mcp/features-server.ts')], cwd: REPO_ROOT },
+        },
         sandbox: { timeoutMs: TIMEOUT_MS, maxConcurrentPerKey: 1 },
       },
     });
@@ -187,6 +193,24 @@ describe('code mode over /mcp', () => {
     assert.equal(second.ok, false);
     assert.match(second.error!, /^busy: too many code executions at once \(at most 1 per key\)/);
     assert.deepEqual((await long).result, 'waited 800 ms');
+  });
+
+  it('progress of a call from code reaches the client under the execute call\'s token; cancelling execute cancels the call', async () => {
+    const progress: number[] = [];
+    const counted: any = await admin.callTool({ name: 'execute', arguments: { code: `return await call_tool('features__countdown', {steps: 3})` } }, undefined, {
+      onprogress: (update) => progress.push(update.progress),
+    });
+    assert.equal(counted.structuredContent.result, 'counted 3');
+    assert.deepEqual(progress, [1, 2, 3]);
+
+    const controller = new AbortController();
+    const running = admin.callTool({ name: 'execute', arguments: { code: `return await call_tool('features__wait_for_cancel', {ms: 20000})` } }, undefined, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 500);
+    await assert.rejects(running);
+    await waitFor('the upstream call to be cancelled', async () => {
+      const result: any = await admin.callTool({ name: 'features__cancellations', arguments: {} });
+      return textOf(result) === '1';
+    });
   });
 
   it('the 2026-07-28 revision runs execute the same way', async () => {
