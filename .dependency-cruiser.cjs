@@ -14,8 +14,9 @@
  *   5 services    src/feedback (learning from usage; feeds search through the FeedbackSignal seam search defines),
  *                 src/auth (keys, rate limits)
  *   6 eval        src/eval: retrieval quality and tuning over labelled queries
- *   7 faces       src/http (REST API), src/chat (OpenAI-compatible proxy), src/mcp (MCP gateway), src/console
- *   8 assembly    src/config, src/cli, src/cli.ts, src/server.ts, src/index.ts, src/package-root.ts, workers/
+ *   7 codemode    src/codemode: the sandbox that runs model-written code over a narrow ToolHost (no MCP in it)
+ *   8 faces       src/http (REST API), src/chat (OpenAI-compatible proxy), src/mcp (MCP gateway), src/console
+ *   9 assembly    src/config, src/cli, src/cli.ts, src/server.ts, src/index.ts, src/package-root.ts, workers/
  *
  * Faces do not import each other except through the explicit seams below (the HTTP plumbing every face mounts on).
  * src/package-root.ts (where the package is installed: models dir, console files, version) is read at the top only;
@@ -34,6 +35,7 @@ const LAYERS = [
   { name: 'search', path: '^src/search/' },
   { name: 'services', path: '^src/(feedback|auth)/' },
   { name: 'eval', path: '^src/eval/' },
+  { name: 'codemode', path: '^src/codemode/' },
   { name: 'faces', path: '^src/(http|chat|mcp|console)/' },
   { name: 'assembly', path: '^(src/(config|cli)/|src/(cli|server|index|package-root)\\.ts$|workers/)' },
 ];

@@ -27,6 +27,13 @@ export const ERROR_STATUS = {
   redis_unavailable: 503,
   auth_unavailable: 503,
   upstream_not_configured: 503,
+  // Code mode (src/codemode): why one execution of model-written code ended. Tool results on MCP; statuses for REST.
+  sandbox_timeout: 408,
+  sandbox_memory: 413,
+  sandbox_calls: 429,
+  sandbox_output: 413,
+  /** The code itself threw (or did not compile): the model's error to read and fix. */
+  sandbox_error: 422,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

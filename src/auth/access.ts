@@ -79,6 +79,11 @@ export class Access {
     return this.key?.toolSearchEnabled ?? true;
   }
 
+  /** The key's own code mode setting (`code_mode_enabled`); undefined: the service's (mcp.codeMode). */
+  get codeModeEnabled(): boolean | undefined {
+    return this.key?.codeModeEnabled;
+  }
+
   /** Separates what different keys teach the router (feedback); undefined for the admin and open callers. */
   get scope(): string | undefined {
     return this.key?.keyId;

@@ -13,6 +13,8 @@ export interface KeyRecord {
   allowedTools?: string[];
   /** false: no search_tools/call_tool, no search API; the key gets the full (filtered) listing instead. */
   toolSearchEnabled: boolean;
+  /** Code mode's `execute` for this key: true or false whatever mcp.codeMode says; undefined: as mcp.codeMode says. */
+  codeModeEnabled?: boolean;
   /** Requests per minute; undefined: unlimited. */
   rpmLimit?: number;
   /** Epoch milliseconds after which the key is refused; undefined: never. */
@@ -58,6 +60,7 @@ export function publicKeyInfo(record: KeyRecord): Record<string, unknown> {
     allowed_servers: record.allowedServers ?? null,
     allowed_tools: record.allowedTools ?? null,
     tool_search_enabled: record.toolSearchEnabled,
+    code_mode_enabled: record.codeModeEnabled ?? null,
     rpm_limit: record.rpmLimit ?? null,
     expires: record.expiresAt === undefined ? null : new Date(record.expiresAt).toISOString(),
     created_at: new Date(record.createdAt).toISOString(),

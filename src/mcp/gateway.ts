@@ -72,6 +72,16 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * Code mode's virtual tool (`execute`) as the gateway lists it; implemented by src/mcp/code-tool.ts and set by the
+ * assembly when code mode can be on for anyone.
+ */
+export interface CodeModeListing {
+  readonly name: string;
+  enabledFor(access: Access): boolean;
+  tool(access: Access): Tool;
+}
+
 /** A search_tools match: the full definition as tools/list gives it, plus its scores. */
 export type ScoredTool = Tool & { score: number; scores: { bm25?: number; vector?: number } };
 
@@ -93,6 +103,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   feedback: FeedbackRecorder | undefined;
   /** Tool-definition tokens listed vs served, per caller (set by the assembly when there are metrics). */
   tokens: McpTokenAccounting | undefined;
+  /** Code mode's `execute`, listed for callers it is on for (set by the assembly). */
+  codeMode: CodeModeListing | undefined;
   /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
   readonly searches: SearchLedger;
   private lastSignature: string;
@@ -196,8 +208,10 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
             },
             detail: {
               type: 'string',
-              enum: ['brief', 'full'],
-              description: 'brief: name, one-line description and required parameters (fetch the full definitions with "select:"); full (default): complete definitions',
+              enum: ['brief', 'full', 'code'],
+              description:
+                'brief: name, one-line description and required parameters (fetch the full definitions with "select:"); full: complete definitions; ' +
+                `code: a TypeScript signature per tool, for code run with ${this.codeMode?.name ?? 'execute'} (the default when code mode is on)`,
             },
           },
           required: ['query'],
@@ -246,6 +260,11 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    */
   isVirtual(name: string, access: Access = Access.open): boolean {
     return this.settings.search !== false && access.searchEnabled && (name === this.settings.searchToolName || name === this.settings.callToolName);
+  }
+
+  /** Whether `name` is code mode's `execute` for this caller (reserved, like the other virtual tools, while it is on). */
+  isCodeTool(name: string, access: Access = Access.open): boolean {
+    return this.codeMode !== undefined && name === this.codeMode.name && this.codeMode.enabledFor(access);
   }
 
   /** A real tool the caller may call (it comes from a connected upstream server, and the caller's key allows it). */
@@ -346,7 +365,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
-    if (this.isVirtual(name, access)) {
+    if (this.isVirtual(name, access) || this.isCodeTool(name, access)) {
       throw new GatewayError('recursion', `"${name}" is one of toolrouter's own tools; call it directly, not through ${this.settings.callToolName}`);
     }
     const entry = this.callable(name, access);
@@ -503,16 +522,18 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 
   private unfilteredList(access: Access = Access.open): Tool[] {
     const entries = this.callableEntries(access);
-    if (!this.searchFor(access, entries)) return this.aggregatorTools(entries, access);
+    // Code mode's tool is listed in both forms: code over a short aggregated list saves round trips too.
+    const code = this.codeMode?.enabledFor(access) ? [this.codeMode.tool(access)] : [];
+    if (!this.searchFor(access, entries)) return [...this.aggregatorTools(entries, access), ...code];
     const pinned = this.searchService.settings.pinned
       .map((name) => this.callable(name, access)?.tool)
-      .filter((tool): tool is Tool => tool !== undefined && !this.isVirtual(tool.name));
-    return [...pinned, ...this.virtualTools(access)];
+      .filter((tool): tool is Tool => tool !== undefined && !this.isVirtual(tool.name) && !this.isCodeTool(tool.name, access));
+    return [...pinned, ...this.virtualTools(access), ...code];
   }
 
   /** The aggregator's listing: every callable tool, minus any that a reserved virtual name shadows. */
   private aggregatorTools(entries: readonly CatalogEntry[], access: Access = Access.open): Tool[] {
-    return entries.map((entry) => entry.tool).filter((tool) => !this.isVirtual(tool.name, access));
+    return entries.map((entry) => entry.tool).filter((tool) => !this.isVirtual(tool.name, access) && !this.isCodeTool(tool.name, access));
   }
 
   private validator(tool: Tool): SchemaValidator | undefined {

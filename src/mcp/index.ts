@@ -19,6 +19,8 @@ import { UpstreamManager, type UpstreamServerConfig, type UpstreamStatus } from 
 import { importClientConfigs, type ImportedServers } from './client-config.js';
 import { LocalRuntimeServers, RedisRuntimeServers, type RuntimeServerStore } from './runtime-servers.js';
 import { mcpServerRoutes } from './server-routes.js';
+import { Sandbox } from '../codemode/sandbox.js';
+import { CodeTool } from './code-tool.js';
 
 /** The configuration slices the MCP gateway reads, handed in by the assembly (src/server.ts). */
 export interface McpConfig {
@@ -111,6 +113,9 @@ export function createMcpFaces(deps: {
   );
   gateway.feedback = deps.feedback;
   if (deps.metrics) gateway.tokens = new McpTokenAccounting(deps.metrics);
+  // Always present: a key may turn code mode on where mcp.codeMode is off. Its threads start on the first execution.
+  const sandbox = new Sandbox(mcp.sandbox);
+  gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox });
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);
@@ -147,6 +152,7 @@ export function createMcpFaces(deps: {
       gateway.close();
       startup.close();
       await upstreams.close();
+      await sandbox.close();
     },
   };
 }

@@ -34,6 +34,7 @@ import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
 import { mcpServerToolSpan } from '../telemetry/spans.js';
 import type { RelayContext } from './relay/channel.js';
 import { SessionRelay } from './relay/session.js';
+import { CodeTool, searchDetail } from './code-tool.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -239,6 +240,15 @@ async function answerToolCall(...[gateway, params, context, access, feedback, lo
   feedback.called(through ? args?.name : name, through ? args?.search_id : params._meta?.[SEARCH_ID_META]);
   if (gateway.isVirtual(name, access) && name === searchToolName) return searchTools(gateway, args, access, feedback);
   if (through) return callThrough(gateway, args, context, access);
+  if (gateway.codeMode instanceof CodeTool && gateway.isCodeTool(name, access)) {
+    // Calls from the code take this same path (callTool), as direct calls of this caller in this request.
+    return gateway.codeMode.execute(args, {
+      access,
+      signal: context.signal,
+      direct: (tool, toolArgs) => callTool(gateway, { name: tool, arguments: toolArgs }, context, access, feedback, log),
+      searched: (query, tools) => void feedback.searched(query, tools),
+    });
+  }
   return forward(gateway, name, args, context, log, access);
 }
 
@@ -261,7 +271,7 @@ export async function rpc<T>(work: () => T | Promise<T>, notFoundCode: number = 
 
 const searchArgs = compileSchema({
   type: 'object',
-  properties: { query: { type: 'string', minLength: 1 }, top_k: { type: 'integer', minimum: 1 }, detail: { enum: ['brief', 'full'] } },
+  properties: { query: { type: 'string', minLength: 1 }, top_k: { type: 'integer', minimum: 1 }, detail: { enum: ['brief', 'full', 'code'] } },
   required: ['query'],
   additionalProperties: false,
 });
@@ -272,7 +282,9 @@ export const UPSTREAMS_META = 'toolrouter/upstreams';
 async function searchTools(gateway: McpGateway, args: Record<string, unknown> | undefined, access: Access, feedback: McpFeedback): Promise<CallToolResult> {
   const problems = searchArgs(args ?? {});
   if (problems.length > 0) return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: ${problems.join('; ')}`);
-  const { query, top_k: topK, detail = 'full' } = args as { query: string; top_k?: number; detail?: 'brief' | 'full' };
+  // In code mode the model writes code next, so signatures are what it needs by default.
+  const codeMode = gateway.codeMode?.enabledFor(access) === true;
+  const { query, top_k: topK, detail = codeMode ? 'code' : 'full' } = args as { query: string; top_k?: number; detail?: 'brief' | 'full' | 'code' };
   if (query.trim().length === 0) return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: /query: must not be blank`);
   if (query.length > gateway.settings.maxQueryLength) {
     return errorResult(`invalid arguments for ${gateway.settings.searchToolName}: /query: must be at most ${gateway.settings.maxQueryLength} characters`);
@@ -285,8 +297,9 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
     // Present when feedback is on: a later call_tool may carry it, so the pairing needs no session.
     const searchId = feedback.searched(query, tools);
     // `select:` always answers with full definitions: it is how a brief answer's tools are fetched.
-    const brief = detail === 'brief' && !query.trim().toLowerCase().startsWith(SELECT_PREFIX);
-    const listed = brief ? tools.map((tool) => ({ ...briefTool(tool), score: tool.score })) : tools;
+    const selecting = query.trim().toLowerCase().startsWith(SELECT_PREFIX);
+    const brief = detail === 'brief' && !selecting;
+    const listed = brief ? tools.map((tool) => ({ ...briefTool(tool), score: tool.score })) : detail === 'code' && !selecting ? tools.map((tool) => searchDetail(tool, 'code', query.trim())) : tools;
     const counted = matched === undefined ? {} : { matched };
     const found = searchId === undefined ? { tools: listed, ...counted } : { tools: listed, ...counted, search_id: searchId };
     // The JSON is for programs; the sentences are for the model, which should not read an empty list as "no such tool
@@ -406,6 +419,15 @@ function toMcpError(error: unknown): unknown {
   return new RpcError(ErrorCode.InvalidParams, error.message);
 }
 
+/** One line on code mode for the instructions, when it is on for this caller. */
+function codeModeLine(gateway: McpGateway, access: Access): string[] {
+  if (!gateway.codeMode?.enabledFor(access)) return [];
+  const { searchToolName: search } = gateway.settings;
+  return [
+    `Code mode: ${gateway.codeMode.name} {"code": "..."} runs JavaScript (the body of an async function) with await call_tool(name, args), await search_tools(query) and console.log: chain several calls in one step and return only the combined answer. ${search} answers with TypeScript signatures by default here.`,
+  ];
+}
+
 /** Sent at initialization; clients may put it in the model's context, so it says how to use the gateway, briefly. */
 export function instructions(gateway: McpGateway, access: Access = Access.open): string {
   const { searchToolName: search, callToolName: call, queryLimit } = gateway.settings;
@@ -417,7 +439,7 @@ export function instructions(gateway: McpGateway, access: Access = Access.open):
     `SEP-1821: tools/list accepts params.query in this format and returns the matching tools of the whole catalog (at most ${queryLimit}, best first, paginated with nextCursor), e.g. {"method": "tools/list", "params": {"query": "read a file"}}.`,
   ];
   if (gateway.settings.search === false || !access.searchEnabled) {
-    return ['toolrouter aggregates the tools of several MCP servers; tools/list lists all of them.', ...queryFormat].join('\n');
+    return ['toolrouter aggregates the tools of several MCP servers; tools/list lists all of them.', ...codeModeLine(gateway, access), ...queryFormat].join('\n');
   }
   const { maxTools, maxTokens } = gateway.settings.activation;
   const listing =
@@ -431,6 +453,7 @@ export function instructions(gateway: McpGateway, access: Access = Access.open):
     `1. ${search} {"query": "what you want to do", "top_k": 5} returns the best matching tools with their full definitions ("detail": "brief" for short ones); nothing when no tool fits.`,
     `2. ${call} {"name": "<tool name>", "arguments": {...}} runs that tool and returns its result unchanged. Any tool may also be called directly by its name.`,
     'Errors in a call (invalid arguments, unknown tool, timeout, a server that is down) come back as a result with isError set and say what to fix.',
+    ...codeModeLine(gateway, access),
     ...queryFormat,
   ].join('\n');
 }

@@ -1,5 +1,6 @@
 /** The MCP gateway's settings (YAML `mcp`): schema and defaults. Assembled by `src/config/`. */
 import { z } from 'zod';
+import { sandboxSettingsSchema } from '../codemode/settings.js';
 import { oauthSettingsSchema, upstreamOAuthSchema } from './oauth/settings.js';
 import { toolTransformSchema } from './transform.js';
 
@@ -100,6 +101,14 @@ export const mcpSettingsSchema = z
      * more than any model's context holds, and a 3 MB image base64-encoded still fits.
      */
     maxResultBytes: z.number().int().min(1_024).max(1_073_741_824).default(4 * 1024 * 1024),
+    /**
+     * Code mode: tools/list offers `execute` (executeToolName), which runs a JavaScript program calling tools in a
+     * sandbox (src/codemode/). A key's `code_mode_enabled` overrides this for that key.
+     */
+    codeMode: z.boolean().default(false),
+    executeToolName: z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/).default('execute'),
+    /** Code mode's limits per execution and executions at once (src/codemode/settings.ts). */
+    sandbox: sandboxSettingsSchema,
     /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
     callTimeoutMs: z.number().int().min(1).max(3_600_000).default(60_000),
     /**
@@ -137,6 +146,10 @@ export const mcpSettingsSchema = z
     oauth: oauthSettingsSchema,
   })
   .prefault({})
-  .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ');
+  .refine((mcp) => mcp.searchToolName !== mcp.callToolName, 'mcp.searchToolName and mcp.callToolName must differ')
+  .refine(
+    (mcp) => mcp.executeToolName !== mcp.searchToolName && mcp.executeToolName !== mcp.callToolName,
+    'mcp.executeToolName must differ from mcp.searchToolName and mcp.callToolName',
+  );
 
 export type McpSettings = z.infer<typeof mcpSettingsSchema>;

@@ -14,6 +14,8 @@ const keyFields = {
   allowed_servers: names('server names').optional(),
   allowed_tools: names('tool names').optional(),
   tool_search_enabled: z.boolean({ error: 'must be true or false' }).optional(),
+  /** Code mode's `execute` (mcp.codeMode) for this key; null or absent: as the service says. */
+  code_mode_enabled: z.boolean({ error: 'must be true, false or null' }).nullable().optional(),
   rpm_limit: z.number().int('must be an integer').min(1).max(1_000_000).nullable().optional(),
   /** LiteLLM's form: "30s", "15m", "12h", "30d"; null: never expires. */
   duration: z
@@ -78,6 +80,7 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyD
       ...optional('allowedServers', body.allowed_servers ?? defaults.allowed_servers, unique),
       ...optional('allowedTools', body.allowed_tools ?? defaults.allowed_tools, unique),
       toolSearchEnabled: body.tool_search_enabled ?? defaults.tool_search_enabled,
+      ...optional('codeModeEnabled', body.code_mode_enabled, (enabled) => enabled),
       ...optional('rpmLimit', body.rpm_limit === undefined ? defaults.rpm_limit : body.rpm_limit, (limit) => limit),
       ...optional('expiresAt', expiresAt, (time) => time),
       createdAt: Date.now(),
@@ -103,13 +106,14 @@ export function keyRoutes({ store, defaults }: { store: KeyStore; defaults: KeyD
     const body = parseBody(updateBody, req.body);
     const [record] = await find(store, [body.key]);
     const expiresAt = expiry(body);
-    const { allowedServers, allowedTools, rpmLimit, assertUser, ...rest } = record!;
+    const { allowedServers, allowedTools, rpmLimit, assertUser, codeModeEnabled, ...rest } = record!;
     const updated: KeyRecord = {
       ...rest,
       ...(body.key_alias === undefined ? {} : { alias: body.key_alias }),
       ...optional('allowedServers', body.allowed_servers === undefined ? allowedServers : body.allowed_servers, unique),
       ...optional('allowedTools', body.allowed_tools === undefined ? allowedTools : body.allowed_tools, unique),
       ...optional('rpmLimit', body.rpm_limit === undefined ? rpmLimit : body.rpm_limit, (limit) => limit),
+      ...optional('codeModeEnabled', body.code_mode_enabled === undefined ? codeModeEnabled : body.code_mode_enabled, (enabled) => enabled),
       ...(body.tool_search_enabled === undefined ? {} : { toolSearchEnabled: body.tool_search_enabled }),
       ...(body.metadata === undefined ? {} : { metadata: body.metadata }),
       ...((body.assert_user ?? assertUser) ? { assertUser: true } : {}),

@@ -2,6 +2,7 @@ import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { SEARCH_MODES, SELECT_PREFIX } from '../../search/search.js';
 import { briefTool } from '../../search/coverage.js';
+import { codeTool } from '../../codemode/signatures.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
 import { HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
@@ -23,7 +24,8 @@ export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDepende
       fusion: fusionMethodSchema.optional(),
       min_score: z.number().finite().min(0, 'must be 0 or more').max(1, 'is a calibrated score: 0 to 1').optional(),
       rerank: z.boolean().optional(),
-      detail: z.enum(['brief', 'full'], { error: 'must be "brief" or "full"' }).optional(),
+      /** code: a TypeScript signature per tool (code mode's call_tool overloads) instead of its JSON Schema. */
+      detail: z.enum(['brief', 'full', 'code'], { error: 'must be "brief", "full" or "code"' }).optional(),
     })
     .strict();
 
@@ -46,9 +48,11 @@ export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDepende
       feedbackScope: access.scope,
     });
     // `select:` always answers with full definitions: it is how a brief answer's tools are fetched.
-    const brief = body.detail === 'brief' && !body.query.trim().toLowerCase().startsWith(SELECT_PREFIX);
+    const selecting = body.query.trim().toLowerCase().startsWith(SELECT_PREFIX);
+    const shown = selecting ? 'full' : (body.detail ?? 'full');
+    const form = (tool: CatalogEntry['tool']) => (shown === 'brief' ? briefTool(tool) : shown === 'code' ? codeTool(tool) : tool);
     res.json({
-      results: response.results.map((hit) => ({ ...(brief ? briefTool(hit.tool) : hit.tool), score: hit.score, scores: hit.scores })),
+      results: response.results.map((hit) => ({ ...form(hit.tool), score: hit.score, scores: hit.scores })),
       ...(response.matched === undefined ? {} : { matched: response.matched }),
       index: views.searchIndex(access, response.index),
       ...(response.fallback ? { fallback: response.fallback } : {}),

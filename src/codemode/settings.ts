@@ -1,0 +1,36 @@
+/** Code mode's limits (YAML `mcp.sandbox`): schema and defaults. Assembled by `src/config/` through the MCP slice. */
+import { z } from 'zod';
+
+/**
+ * What one execution of model-written code may use, and how many may run at once. The defaults follow the peers
+ * (FastMCP's code mode: 30 s, 50 calls) with a tighter memory cap, since every execution gets its own engine.
+ */
+export const sandboxSettingsSchema = z
+  .object({
+    /** Wall time of one execution, host calls included; past it the execution ends with `sandbox_timeout`. */
+    timeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+    /** The engine's whole WebAssembly memory (heap, strings, arrays); past it the execution ends with `sandbox_memory`. */
+    memoryMb: z.number().int().min(32).max(1_024).default(64),
+    /** The engine's stack; deep recursion past it is a RangeError the code may catch. */
+    stackKb: z.number().int().min(64).max(1_024).default(256),
+    /** call_tool and search_tools calls one execution may make. */
+    maxCalls: z.number().int().min(1).max(10_000).default(50),
+    /** Longest program text (bytes, UTF-8). */
+    maxCodeBytes: z.number().int().min(100).max(1_048_576).default(65_536),
+    /** Largest JSON return value (bytes); a larger one ends the execution with `sandbox_output`. */
+    maxOutputBytes: z.number().int().min(1_024).max(16_777_216).default(65_536),
+    /** Captured console output (bytes); lines past it are dropped and the log says so. */
+    maxLogBytes: z.number().int().min(0).max(1_048_576).default(16_384),
+    /** Arguments of one call from code (bytes of JSON). */
+    maxCallBytes: z.number().int().min(1_024).max(16_777_216).default(1_048_576),
+    /** Executions one key (open service: every caller together) may run at once; beyond it `execute` answers busy. */
+    maxConcurrentPerKey: z.number().int().min(1).max(1_000).default(2),
+    /** Executions of all callers at once (each is a thread). */
+    maxConcurrent: z.number().int().min(1).max(1_000).default(8),
+    /** Sandbox threads kept warm between executions (each execution still gets a fresh engine). */
+    idleThreads: z.number().int().min(0).max(64).default(1),
+  })
+  .strict()
+  .prefault({});
+
+export type SandboxSettings = z.infer<typeof sandboxSettingsSchema>;
