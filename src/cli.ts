@@ -91,9 +91,9 @@ program
 program
   .command('calibrate')
   .description('fit the calibrated score on an abstention split (half the servers removed) and report AUC and min_score')
-  .option('--datasets <dir>', 'the shared datasets (metatool/, livemcpbench/)', '../shared/datasets')
+  .option('--datasets <dir>', 'the shared datasets (metatool/, livemcpbench/, everyday/)', '../shared/datasets')
   .option('--fixtures <dir>', 'the project fixtures (catalog.json, queries.jsonl, livemcpbench-*.jsonl)', 'test/fixtures')
-  .option('--sets <names>', 'only these sets, comma-separated: fixture, livemcpbench, metatool')
+  .option('--sets <names>', 'only these sets, comma-separated: fixture, livemcpbench, everyday, metatool')
   .option('--shipped', 'report with the shipped models (src/search/calibration.ts) instead of fitting')
   .action(async (options: import('./cli/eval.js').CalibrateOptions) => (await import('./cli/eval.js')).runCalibrate(options));
 
