@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import {
+  CLIENT_CAPABILITIES_META_KEY,
   createMcpHandler,
   isLegacyRequest,
   ProtocolError,
@@ -19,6 +20,8 @@ import { z } from 'zod';
 import { Access } from '../auth/access.js';
 import { McpFeedback } from './feedback-capture.js';
 import { describeIssues } from './params.js';
+import { declared } from './relay/channel.js';
+import { InputRounds } from './relay/rounds.js';
 import type { McpGateway } from './gateway.js';
 import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
 import { IMPLEMENTATION } from './version.js';
@@ -107,7 +110,7 @@ class ReadableParamsServer extends Server {
  * the instance stays connected, so it forwards the gateway's change events as notifications, which the SDK routes to
  * the connection's subscriptions/listen streams.
  */
-export function createModernServer(gateway: McpGateway, log: Logger, access: Access = Access.open, live = false): Server {
+export function createModernServer(gateway: McpGateway, log: Logger, access: Access = Access.open, live = false, rounds?: InputRounds): Server {
   const server = new ReadableParamsServer(IMPLEMENTATION, { capabilities: MODERN_CAPABILITIES, instructions: instructions(gateway, access) });
   // Stateless: no session history; pairing comes from the search id or this key's recent searches.
   const feedback = new McpFeedback(gateway.searches, () => access.scope, false);
@@ -128,7 +131,21 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         notify: (notification) => ctx.mcpReq.notify(notification),
       };
       const params = request.params as { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> };
-      return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
+      if (!rounds) return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
+      // What the upstream asks during the call comes back as input-required rounds (src/mcp/relay/rounds.ts).
+      const owner = access.key?.keyId ?? access.kind;
+      const state = ctx.mcpReq.requestState<unknown>();
+      const round =
+        typeof state === 'string'
+          ? await rounds.resume<CallToolResult>(owner, state, ctx.mcpReq.inputResponses)
+          : await rounds.start(
+              owner,
+              (feature) => declared((ctx.mcpReq.envelope as Record<string, never> | undefined)?.[CLIENT_CAPABILITIES_META_KEY], feature),
+              (channel, signal) => callTool(gateway, params, { ...context, signal, relay: { channel } }, access, feedback, log),
+            );
+      if (!round) throw new ProtocolError(-32602, 'unknown or expired requestState (or no answer to the input request): call the tool again without it');
+      if ('done' in round) return round.done as CallToolResult;
+      return { resultType: 'input_required', inputRequests: round.inputRequests, requestState: round.requestState } as never;
     }),
   );
   server.setRequestHandler('resources/list', async (request) =>
@@ -215,8 +232,10 @@ export interface ModernHttpFace {
  * missed change).
  */
 export function modernHttpFace(gateway: McpGateway, log: Logger, options: { maxSubscriptions: number }): ModernHttpFace {
+  // Upstream calls waiting for a client's answer between the rounds of a 2026-07-28 tools/call.
+  const rounds = new InputRounds(gateway.settings.callTimeoutMs);
   const handler: McpHttpHandler = createMcpHandler(
-    (ctx) => createModernServer(gateway, log, accessFrom(ctx.authInfo)),
+    (ctx) => createModernServer(gateway, log, accessFrom(ctx.authInfo), false, rounds),
     {
       legacy: 'reject',
       maxSubscriptions: options.maxSubscriptions,
@@ -250,6 +269,7 @@ export function modernHttpFace(gateway: McpGateway, log: Logger, options: { maxS
     close: async () => {
       gateway.off('listChanged', onListChanged);
       gateway.off('featuresChanged', onFeatures);
+      rounds.close();
       await handler.close();
     },
   };

@@ -8,6 +8,7 @@ import { Access } from '../auth/access.js';
 import type { McpGateway } from './gateway.js';
 import type { UpstreamManager } from './upstream.js';
 import { createModernServer } from './modern.js';
+import { InputRounds } from './relay/rounds.js';
 import { createMcpServer } from './server.js';
 import { NO_SERVERS } from './guidance.js';
 
@@ -109,12 +110,17 @@ export async function serveStdio(router: StdioRouter): Promise<void> {
     opened = true;
     if (opensModernRevision(first)) {
       // The client speaks 2026-07-28; 2025 openings are answered by the branch below, so this entry rejects them.
-      const handle = serveModernStdio(() => createModernServer(gateway, log, Access.open, true), {
+      // Upstream questions during a call come back as input-required rounds, as on /mcp.
+      const rounds = new InputRounds(gateway.settings.callTimeoutMs);
+      const handle = serveModernStdio(() => createModernServer(gateway, log, Access.open, true, rounds), {
         transport: handOver as never,
         legacy: 'reject',
         onerror: (error) => log.debug({ err: error }, 'mcp stdio (2026-07-28) error'),
       });
-      closeServer = () => handle.close();
+      closeServer = () => {
+        rounds.close();
+        return handle.close();
+      };
       log.info({ revision: '2026-07-28' }, 'stdio client opened the stateless revision');
       return;
     }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Client as ClientV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, type ElicitRequest } from '@modelcontextprotocol/sdk/types.js';
@@ -81,5 +82,33 @@ describe('server-everything behind toolrouter (2025-11-25 session): every tool l
   it('roots: server-everything asks once at connect, outside any call, and gets none (never another session\'s)', async () => {
     const result = await client.callTool({ name: 'every__get-roots-list', arguments: {} });
     assert.match(textOf(result), /supports roots but no roots are currently configured/);
+  });
+
+  it('on 2026-07-28: elicitation, sampling and the research task through input-required rounds, directly and through call_tool', async () => {
+    const modern = new ClientV2(
+      { name: 'everything-modern', version: '1.0.0' },
+      { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+    );
+    let questions = 0;
+    modern.setRequestHandler('elicitation/create', async () => {
+      questions++;
+      return { action: 'decline' };
+    });
+    modern.setRequestHandler('sampling/createMessage', async () => {
+      questions++;
+      return { role: 'assistant', model: 'modern-model', content: { type: 'text', text: 'sampled on 2026' } };
+    });
+    await modern.connect(new HttpTransportV2(new URL(`${api.url}/mcp`)));
+    try {
+      assert.equal(modern.getNegotiatedProtocolVersion(), '2026-07-28');
+      assert.match(textOf(await modern.callTool({ name: 'every__trigger-elicitation-request', arguments: {} })), /decline/i);
+      assert.match(textOf(await modern.callTool({ name: 'call_tool', arguments: { name: 'every__trigger-sampling-request', arguments: { prompt: 'hi' } } })), /sampled on 2026/);
+      const research: any = await modern.callTool({ name: 'call_tool', arguments: { name: 'every__simulate-research-query', arguments: { topic: 'relays' } } }, { timeout: 30_000 });
+      assert.equal(research.isError, undefined, JSON.stringify(research));
+      assert.match(JSON.stringify(research.content), /relays/i);
+      assert.equal(questions, 2);
+    } finally {
+      await modern.close();
+    }
   });
 });
