@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import {
   createMcpHandler,
+  inputRequired,
   isLegacyRequest,
   ProtocolError,
   Server,
@@ -19,6 +20,7 @@ import { McpFeedback } from './feedback-capture.js';
 import type { McpGateway } from './gateway.js';
 import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
 import { IMPLEMENTATION } from './version.js';
+import { URL_ELICITATION_REQUIRED } from './oauth/elicitation.js';
 
 /**
  * The 2026-07-28 (stateless) revision of the MCP face, on the SDK's v2 server package. Each request is served by a
@@ -72,6 +74,23 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The input request key under which a per-user upstream's authorization URL is asked for. */
+const AUTHORIZE_INPUT = 'toolrouter_authorize';
+
+/**
+ * A per-user upstream needs the caller's own authorization (-32042 on 2025 revisions): on 2026-07-28 that is an
+ * input-required result carrying a URL elicitation. A retry that answered it but still finds no grant is told so as a
+ * failed call, rather than asked again in a loop.
+ */
+function authorizationRequest(error: unknown, answered: Record<string, unknown> | undefined): never | ReturnType<typeof inputRequired> | CallToolResult {
+  const elicitation = error instanceof McpError && error.code === URL_ELICITATION_REQUIRED ? (error.data as { elicitations?: { url: string; message: string }[] } | undefined)?.elicitations?.[0] : undefined;
+  if (!elicitation) throw error;
+  if (answered?.[AUTHORIZE_INPUT] !== undefined) {
+    return { content: [{ type: 'text', text: `${error instanceof Error ? error.message : ''} (not authorized yet: ${elicitation.url})` }], isError: true };
+  }
+  return inputRequired({ inputRequests: { [AUTHORIZE_INPUT]: inputRequired.elicitUrl({ url: elicitation.url, message: elicitation.message }) } });
+}
+
 /**
  * One v2 SDK server over the gateway for one caller: per request on HTTP, per connection on stdio. `live` (stdio):
  * the instance stays connected, so it forwards the gateway's change events as notifications, which the SDK routes to
@@ -98,7 +117,11 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         notify: (notification) => ctx.mcpReq.notify(notification),
       };
       const params = request.params as { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> };
-      return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
+      try {
+        return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
+      } catch (error) {
+        return authorizationRequest(error, ctx.mcpReq.inputResponses);
+      }
     }),
   );
   server.setRequestHandler('resources/list', async (request) =>
