@@ -3,6 +3,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import {
   CLIENT_CAPABILITIES_META_KEY,
   createMcpHandler,
+  inputRequired,
   isLegacyRequest,
   ProtocolError,
   Server,
@@ -25,6 +26,7 @@ import { InputRounds } from './relay/rounds.js';
 import type { McpGateway } from './gateway.js';
 import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
 import { IMPLEMENTATION } from './version.js';
+import { URL_ELICITATION_REQUIRED } from './oauth/elicitation.js';
 
 /**
  * The 2026-07-28 (stateless) revision of the MCP face, on the SDK's v2 server package. Each request is served by a
@@ -82,6 +84,23 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The input request key under which a per-user upstream's authorization URL is asked for. */
+const AUTHORIZE_INPUT = 'toolrouter_authorize';
+
+/**
+ * A per-user upstream needs the caller's own authorization (-32042 on 2025 revisions): on 2026-07-28 that is an
+ * input-required result carrying a URL elicitation. A retry that answered it but still finds no grant is told so as a
+ * failed call, rather than asked again in a loop.
+ */
+function authorizationRequest(error: unknown, answered: Record<string, unknown> | undefined): never | ReturnType<typeof inputRequired> | CallToolResult {
+  const elicitation = error instanceof McpError && error.code === URL_ELICITATION_REQUIRED ? (error.data as { elicitations?: { url: string; message: string }[] } | undefined)?.elicitations?.[0] : undefined;
+  if (!elicitation) throw error;
+  if (answered?.[AUTHORIZE_INPUT] !== undefined) {
+    return { content: [{ type: 'text', text: `${error instanceof Error ? error.message : ''} (not authorized yet: ${elicitation.url})` }], isError: true };
+  }
+  return inputRequired({ inputRequests: { [AUTHORIZE_INPUT]: inputRequired.elicitUrl({ url: elicitation.url, message: elicitation.message }) } });
+}
+
 /**
  * The v2 SDK server, with a client's mistake in tools/call params answered in words: the SDK checks them before the
  * handler and puts its raw validation dump in the -32602 message; the code stays, the message names field and type.
@@ -131,21 +150,25 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         notify: (notification) => ctx.mcpReq.notify(notification),
       };
       const params = request.params as { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> };
-      if (!rounds) return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
-      // What the upstream asks during the call comes back as input-required rounds (src/mcp/relay/rounds.ts).
-      const owner = access.key?.keyId ?? access.kind;
-      const state = ctx.mcpReq.requestState<unknown>();
-      const round =
-        typeof state === 'string'
-          ? await rounds.resume<CallToolResult>(owner, state, ctx.mcpReq.inputResponses)
-          : await rounds.start(
-              owner,
-              (feature) => declared((ctx.mcpReq.envelope as Record<string, never> | undefined)?.[CLIENT_CAPABILITIES_META_KEY], feature),
-              (channel, signal) => callTool(gateway, params, { ...context, signal, relay: { channel } }, access, feedback, log),
-            );
-      if (!round) throw new ProtocolError(-32602, 'unknown or expired requestState (or no answer to the input request): call the tool again without it');
-      if ('done' in round) return round.done as CallToolResult;
-      return { resultType: 'input_required', inputRequests: round.inputRequests, requestState: round.requestState } as never;
+      try {
+        if (!rounds) return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
+        // What the upstream asks during the call comes back as input-required rounds (src/mcp/relay/rounds.ts).
+        const owner = access.subject ?? access.key?.keyId ?? access.kind;
+        const state = ctx.mcpReq.requestState<unknown>();
+        const round =
+          typeof state === 'string'
+            ? await rounds.resume<CallToolResult>(owner, state, ctx.mcpReq.inputResponses)
+            : await rounds.start(
+                owner,
+                (feature) => declared((ctx.mcpReq.envelope as Record<string, never> | undefined)?.[CLIENT_CAPABILITIES_META_KEY], feature),
+                (channel, signal) => callTool(gateway, params, { ...context, signal, relay: { channel } }, access, feedback, log),
+              );
+        if (!round) throw new ProtocolError(-32602, 'unknown or expired requestState (or no answer to the input request): call the tool again without it');
+        if ('done' in round) return round.done as CallToolResult;
+        return { resultType: 'input_required', inputRequests: round.inputRequests, requestState: round.requestState } as never;
+      } catch (error) {
+        return authorizationRequest(error, ctx.mcpReq.inputResponses);
+      }
     }),
   );
   server.setRequestHandler('resources/list', async (request) =>

@@ -11,7 +11,7 @@ import { createLogger } from '../../src/log.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 import { startIdentityProvider, type IdentityProvider } from '../fixtures/identity-provider.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
-import { stdioFixtureServer } from '../helpers/mcp.js';
+import { stdioFixtureServer, waitFor } from '../helpers/mcp.js';
 import { freePort } from '../helpers/redis-server.js';
 
 /**
@@ -95,6 +95,8 @@ describe('toolrouter as an OAuth resource server', () => {
     const sink = new Writable({ write: (chunk, _encoding, done) => (logs.push(String(chunk)), done()) });
     router = await createToolrouter(config, { log: createLogger('debug', sink) });
     server = await listen(router);
+    // The stdio fixture is a spawned process: on a busy machine it takes seconds to list its tools.
+    await waitFor('fx connected', () => router.mcp.upstreams.status().every((status) => status.state === 'connected'), 60_000);
   });
 
   after(async () => {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import { Client as ClientV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
@@ -186,6 +187,28 @@ describe('per-user upstream grants', () => {
     assert.equal(byAdmin.body.revoked, true);
     assert.equal((await whoami(bob)).body.error?.code, 'url_elicitation_required');
     assert.deepEqual((await record('GET', '/v1/mcp/servers/gh/grants', { key: ADMIN_KEY })).body.grants, []);
+
+    // The stateless revision (2026-07-28) asks for the same URL as an input-required result (URL elicitation), which
+    // a v2 SDK client hands to its elicitation handler; answered without authorizing, the retry is a failed call.
+    const modern = new ClientV2(
+      { name: 'per-user-v2', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { elicitation: { url: {} } } },
+    );
+    const asked: string[] = [];
+    modern.setRequestHandler('elicitation/create', async (request) => {
+      asked.push(String((request.params as { url?: string }).url));
+      return { action: 'accept' };
+    });
+    await modern.connect(new HttpTransportV2(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${alice}` } } }));
+    try {
+      const result = await modern.callTool({ name: 'gh__whoami', arguments: {} });
+      assert.equal(asked.length, 1, JSON.stringify(result));
+      assert.equal(new URL(asked[0]!).origin + '/', upstream.issuer);
+      assert.equal(result.isError, true);
+      assert.match(JSON.stringify(result.content), /not authorized yet/);
+    } finally {
+      await modern.close();
+    }
     assert.equal(userOf(await whoami(ADMIN_KEY)), 'admin', 'the shared grant is not a user\'s');
   });
 

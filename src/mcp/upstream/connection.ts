@@ -238,7 +238,9 @@ export class UpstreamConnection {
     void client?.close().catch(() => {});
     // An OAuth server's discovery is redone too: a reconnect is the admin's cure for a wrong authorization server.
     const forgotten = this.options.auth?.forgetDiscovery?.().catch((error: unknown) => this.log.warn({ err: error }, 'could not forget the OAuth discovery'));
-    void Promise.resolve(forgotten).then(() => this.connect());
+    // Without OAuth the attempt starts at once, as before (its status says connecting when the reconnect answers).
+    if (forgotten) void forgotten.then(() => this.connect());
+    else void this.connect();
   }
 
   /** Closes the connection; `forget` also takes its tools out of the catalog (the server was removed). */
