@@ -44,7 +44,7 @@ let compiled: Promise<object> | undefined;
  * The engine's WebAssembly, compiled once per thread: each execution instantiates it afresh (its own memory), which
  * costs a fraction of compiling it again.
  */
-function engineModule(): Promise<object> {
+export function engineModule(): Promise<object> {
   compiled ??= (async () => {
     // The build quickjs-emscripten's RELEASE_SYNC variant loads, resolved from that package.
     const resolve = createRequire(import.meta.resolve('quickjs-emscripten')).resolve;

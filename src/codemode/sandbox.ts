@@ -116,6 +116,14 @@ export class Sandbox {
     }
   }
 
+  /**
+   * Starts the idle threads now (each loads and compiles the engine), so the first executions do not wait for a thread
+   * to start. Without it threads start on demand.
+   */
+  warm(): void {
+    while (!this.closed && this.idle.length < this.settings.idleThreads) this.idle.push(new SandboxThread());
+  }
+
   /** Executions running now (all owners). */
   get active(): number {
     return this.total;

@@ -5,11 +5,14 @@
  * (/health, other requests) and ends the thread outright if the engine's own deadline ever failed.
  */
 import { parentPort } from 'node:worker_threads';
-import { runProgram, type EngineLimits } from './quickjs.js';
+import { engineModule, runProgram, type EngineLimits } from './quickjs.js';
 import type { ThreadReply, ThreadRequest } from './thread-messages.js';
 
 const port = parentPort;
 if (!port) throw new Error('src/codemode/thread.ts runs as a worker thread');
+
+// Compiled at start, so a warm thread's first execution only instantiates it.
+void engineModule();
 
 const waiting = new Map<number, { resolve: (text: string) => void; reject: (error: Error) => void }>();
 let nextCall = 0;

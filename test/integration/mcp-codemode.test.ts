@@ -201,6 +201,8 @@ describe('code mode over /mcp', () => {
       onprogress: (update) => progress.push(update.progress),
     });
     assert.equal(counted.structuredContent.result, 'counted 3');
+    // Relayed notifications travel beside the result, not before it: the last may land just after.
+    await waitFor('three progress notifications', () => progress.length >= 3, 5_000);
     assert.deepEqual(progress, [1, 2, 3]);
 
     const controller = new AbortController();
