@@ -288,7 +288,36 @@ export function connectRedis(settings: RedisSettings, name: string, log?: Logger
     if (down) log?.info({ connection: name }, 'Redis connection restored');
     down = false;
   });
+  if (redis instanceof Redis && redisForm(settings) === 'sentinel') reviveAfterEnd(redis, name, log);
   return redis;
+}
+
+/**
+ * ioredis's Sentinel failover detector closes the connector on +switch-master even while the connection is reconnecting
+ * through Sentinel; the reconnect then fails with "Connection is closed" and ioredis ends the connection for good
+ * (status `end`, no retry). Seen on a subscriber after a master was killed: the API never heard another index swap.
+ * A connection that ends without this process closing it is connected again (the bus renews its subscriptions and
+ * re-reads the state on 'ready', as after any reconnect).
+ */
+function reviveAfterEnd(redis: Redis, name: string, log?: Logger): void {
+  let closedHere = false;
+  const disconnect = redis.disconnect.bind(redis);
+  redis.disconnect = (reconnect?: boolean) => {
+    if (!reconnect) closedHere = true;
+    disconnect(reconnect);
+  };
+  const quit = redis.quit.bind(redis);
+  redis.quit = ((...args: Parameters<typeof quit>) => {
+    closedHere = true;
+    return quit(...args);
+  }) as typeof redis.quit;
+  redis.on('end', () => {
+    if (closedHere) return;
+    log?.warn({ connection: name }, 'Redis connection ended during a Sentinel failover; connecting again');
+    setTimeout(() => {
+      if (!closedHere && redis.status === 'end') redis.connect().catch(() => {});
+    }, 200).unref();
+  });
 }
 
 function openConnection(settings: RedisSettings, name: string, options: ConnectOptions): RedisClient {
@@ -347,12 +376,9 @@ function openConnection(settings: RedisSettings, name: string, options: ConnectO
       ...(sentinel.db !== undefined ? { db: sentinel.db } : {}),
       // TLS reaches the master and the sentinels alike (managed Sentinel setups terminate TLS on both).
       ...(tls ? { tls, sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
-      // No failoverDetector: its +switch-master handler closes the connector even while the connection is reconnecting
-      // through Sentinel, and ioredis then ends that connection for good (status `end`, never retried). Seen here on a
-      // subscriber after a master was killed: the API never heard another index swap. Sentinel itself drops the clients
-      // of a demoted master (CLIENT KILL on reconfiguration) and a write to one answers READONLY (followFailover), so
-      // every connection finds the new master through Sentinel anyway.
-      failoverDetector: false,
+      // Sentinel's failover notice (+switch-master) moves this connection to the new master at once, not on its next
+      // failed command (a subscriber has none: it would stay on the demoted master). See reviveAfterEnd for its race.
+      failoverDetector: true,
       sentinelRetryStrategy: retryStrategy,
     });
   }

@@ -66,7 +66,13 @@ async function refusedWrite(api: RunningRouter, source: string): Promise<number>
 /** SIGTERM to a worker holding no job: it exits 0, well before its 5-minute shutdown timeout. */
 async function stopsPromptly(worker: WorkerProcess): Promise<number> {
   const started = performance.now();
-  const code = await worker.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([
+    worker.kill('SIGTERM'),
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still running after 30 s'), 30_000))),
+  ]);
+  clearTimeout(timer);
+  if (typeof code === 'string') await worker.kill('SIGKILL');
   const elapsed = performance.now() - started;
   assert.equal(code, 0, `exit code ${code}; last lines: ${JSON.stringify(worker.logs.slice(-3))}`);
   assert.ok(!worker.logs.some((line) => line.msg === 'index worker shutdown timed out; exiting with the job unfinished'));
