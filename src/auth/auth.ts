@@ -82,7 +82,7 @@ export class Auth {
     if (failures > 0) await this.limits.check('auth-failure', clientAddress, failures);
     try {
       const access = await this.verify(credential.secret);
-      if (access.key?.rpmLimit !== undefined) await this.limits.consume('key', access.key.keyId, access.key.rpmLimit);
+      await this.countRequest(access);
       return access;
     } catch (error) {
       if (error instanceof UnauthorizedError && failures > 0) {
@@ -92,6 +92,14 @@ export class Auth {
       }
       throw error;
     }
+  }
+
+  /**
+   * Counts one request against the caller's key limit (`rpm_limit`); throws RateLimitedError past it. Authentication
+   * counts the HTTP request; code mode counts each call its code makes, as the direct call would have been counted.
+   */
+  async countRequest(access: Access): Promise<void> {
+    if (access.key?.rpmLimit !== undefined) await this.limits.consume('key', access.key.keyId, access.key.rpmLimit);
   }
 
   private isAdminKey(secret: string): boolean {

@@ -6,6 +6,7 @@
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Access } from '../auth/access.js';
+import { RateLimitedError } from '../auth/rate-limit.js';
 import type { Tool } from '../catalog/types.js';
 import { ToolCallFailure, type SearchDetail, type SearchOptions, type ToolHost } from '../codemode/host.js';
 import type { Execution, Sandbox } from '../codemode/sandbox.js';
@@ -20,6 +21,8 @@ export interface CodeToolOptions {
   /** mcp.executeToolName. */
   toolName: string;
   sandbox: Sandbox;
+  /** Counts a call against the caller's key limit, as the direct call's own request would be (Auth.countRequest). */
+  countRequest?: (access: Access) => Promise<void>;
 }
 
 /** What the execute handler needs of the face that received the call. */
@@ -44,6 +47,16 @@ export class CodeTool implements CodeModeListing {
 
   get sandbox(): Sandbox {
     return this.options.sandbox;
+  }
+
+  /** A call from code counts against the caller's `rpm_limit` like a direct tools/call request. */
+  async countRequest(access: Access): Promise<void> {
+    try {
+      await this.options.countRequest?.(access);
+    } catch (error) {
+      if (error instanceof RateLimitedError) throw new ToolCallFailure(error.message, 'rate_limited');
+      throw error;
+    }
   }
 
   /** The key's own setting when it has one, else mcp.codeMode. */
@@ -141,6 +154,7 @@ class GatewayToolHost implements ToolHost {
     if (this.gateway.isVirtual(name, access) || (name === this.code.name && this.code.enabledFor(access))) {
       throw new ToolCallFailure(`"${name}" is one of toolrouter's own tools; code calls real tools by name`, 'recursion');
     }
+    await this.code.countRequest(access);
     let result: CallToolResult;
     try {
       result = await this.context.direct(name, args);

@@ -1,5 +1,6 @@
 import type { Router } from 'express';
 import type { Logger } from 'pino';
+import type { Access } from '../auth/access.js';
 import type { Catalog } from '../catalog/catalog.js';
 import type { IndexManager } from '../indexing/manager.js';
 import { mcpRestRoutes } from './rest-routes.js';
@@ -62,6 +63,8 @@ export function createMcpFaces(deps: {
    */
   bus?: RedisBus;
   stateDir?: string;
+  /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
+  countRequest?: (access: Access) => Promise<void>;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -115,7 +118,7 @@ export function createMcpFaces(deps: {
   if (deps.metrics) gateway.tokens = new McpTokenAccounting(deps.metrics);
   // Always present: a key may turn code mode on where mcp.codeMode is off. Its threads start on the first execution.
   const sandbox = new Sandbox(mcp.sandbox);
-  gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox });
+  gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox, ...(deps.countRequest ? { countRequest: deps.countRequest } : {}) });
   if (mcp.codeMode) sandbox.warm();
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
