@@ -137,7 +137,7 @@ export function createMcpFaces(deps: {
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized)],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams, imported.skipped), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized)],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
