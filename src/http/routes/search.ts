@@ -69,6 +69,6 @@ function withFieldHints(body: unknown, fields: readonly string[]): unknown {
     const snake = key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
     if (snake !== key && fields.includes(snake)) hints.push(`${key}: unknown field; the field is "${snake}"`);
   }
-  if (hints.length > 0) throw new HttpError(400, 'invalid_request', hints.join('; '));
+  if (hints.length > 0) throw badRequest(hints.join('; '));
   return body;
 }
