@@ -21,8 +21,9 @@ interface Layout {
 
 /** Layout metrics of the servers section as laid out by Chromium (the screenshots are kept beside for people). */
 async function layout(page: Page): Promise<Layout> {
-  return page.evaluate(() => {
-    const lines = (cell: Element | null) => {
+  // A string, run in the page: the test's TypeScript has no DOM types.
+  return (await page.evaluate(`(() => {
+    const lines = (cell) => {
       if (!cell || !cell.textContent) return 0;
       const range = document.createRange();
       range.selectNodeContents(cell);
@@ -31,13 +32,13 @@ async function layout(page: Page): Promise<Layout> {
     const rows = [...document.querySelectorAll('[data-testid="upstreams"] tbody tr[data-server]')];
     return {
       pageOverflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-      tableWidth: document.querySelector('[data-testid="upstreams"]')!.getBoundingClientRect().width,
+      tableWidth: document.querySelector('[data-testid="upstreams"]').getBoundingClientRect().width,
       revisionLines: Math.max(0, ...rows.map((row) => lines(row.querySelector('td[data-label="revision"]')))),
       offScreenButtons: [...document.querySelectorAll('#servers button')].filter((button) => button.getBoundingClientRect().right > window.innerWidth).length,
       lastErrors: rows.map((row) => row.querySelector('td.error-text')?.textContent ?? ''),
       leftOut: [...document.querySelectorAll('[data-testid="left-out"] li')].map((item) => item.textContent ?? ''),
     };
-  });
+  })()`)) as Layout;
 }
 
 describe('console: the servers table at 1280 and 390 px', { timeout: 5 * 60_000 }, () => {

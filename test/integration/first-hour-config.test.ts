@@ -18,7 +18,7 @@ describe('the first hour: config check runs serve\'s checks and names what is wr
   async function check(config: Record<string, unknown>): Promise<{ code: number; stderr: string }> {
     const file = path.join(dir, `config-${Math.random().toString(36).slice(2)}.json`);
     writeFileSync(file, JSON.stringify(config));
-    const env = { ...process.env, TOOLROUTER_CONFIG: file };
+    const env: NodeJS.ProcessEnv = { ...process.env, TOOLROUTER_CONFIG: file };
     for (const name of ['REDIS_URL', 'ADMIN_KEY', 'PORT', 'HOST']) delete env[name];
     return run(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'src/cli.ts'), 'config', 'check'], { env }).then(
       ({ stderr }) => ({ code: 0, stderr }),
