@@ -3,7 +3,8 @@
 # download anything unless ALLOW_REMOTE_MODELS=true), then dev dependencies pruned. Runtime stage: production
 # dependencies, compiled code, the model.
 #
-# Node 24: an LTS line in support until April 2028 (Node 20 reached end of life in April 2026; 22 ends in April 2027).
+# Node 24: an LTS line in support until April 2028 (Node 20 reached end of life in April 2026; 22 ends in April 2027);
+# package.json engines (^22.15.0 || >=24), the README and .ci/run (which runs the suite on Node 24) agree.
 # --build-arg WITH_TRANSFORMERS=true adds @huggingface/transformers v4 (onnxruntime-node and -web, ~490 MB more) for embedding
 # models and cross-encoders other than the offline default (README "Embedding models"); without it the image runs the
 # offline model or an embeddings server (embedding.provider openai) only.
@@ -13,7 +14,7 @@ ARG NODE_IMAGE=node:24-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 ARG WITH_TRANSFORMERS=false
 WORKDIR /app
-# hnswlib-node and re2 compile native code when no prebuilt binary matches.
+# hnswlib-node (the one native addon) compiles with node-gyp: python3, make, g++. The regex engine is JavaScript (re2js).
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
   && rm -rf /var/lib/apt/lists/*

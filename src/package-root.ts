@@ -45,6 +45,11 @@ export function consoleDir(): string {
   return fileURLToPath(new URL('./console/', import.meta.url));
 }
 
+/** The package's own `models/`, where the offline default model is shipped (packed, or built in a clone). */
+export function shippedModelsDir(): string {
+  return path.join(packageRoot(), 'models');
+}
+
 /**
  * Default `embedding.modelsDir` (MODELS_DIR): `models/` in the package when it is there (a clone, an image, a global
  * install after `sudo toolrouter models build`) or can be made there (a user-owned install), else the user's cache (`$XDG_CACHE_HOME/toolrouter/models`, default

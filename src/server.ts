@@ -29,7 +29,7 @@ import { redisForm } from './redis/settings.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
-import { consoleDir } from './package-root.js';
+import { consoleDir, shippedModelsDir } from './package-root.js';
 
 export interface Toolrouter {
   config: Config;
@@ -66,7 +66,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const metrics = new Metrics({ processMetrics: true });
   const embedder =
     options.embedder ??
-    (await createEmbedder(config.embedding));
+    (await createEmbedder({ ...config.embedding, shippedModelsDir: shippedModelsDir() }));
   // An embeddings provider's outage: failed requests, cooldowns and the queries not sent during them.
   providerCooldownOf(embedder)?.observe((event) => {
     metrics.embeddingProviderEvents.inc({ event });

@@ -1,4 +1,6 @@
+import path from 'node:path';
 import YAML from 'yaml';
+import { ClientConfigError, importClientConfigs, type ImportedServers } from '../mcp/client-config.js';
 import { configInput, ConfigError, validateConfig, type Config } from './config.js';
 
 export const MASK = '***';
@@ -16,6 +18,8 @@ export interface ConfigInspection {
   config: Config | undefined;
   /** Every problem, `path: message`, one per entry; unknown settings among them. */
   problems: string[];
+  /** Entries of mcp.import files that `serve` will leave out (it starts without them), with the reason. */
+  leftOut: ImportedServers['skipped'];
 }
 
 /** The configuration the way `serve` loads it (file, then environment), with its problems. */
@@ -25,9 +29,26 @@ export function inspectConfig(env: NodeJS.ProcessEnv = process.env): ConfigInspe
     input = configInput(env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    return { config: undefined, problems: error.problems };
+    return { config: undefined, problems: error.problems, leftOut: [] };
   }
-  return validateConfig(input);
+  const validated = validateConfig(input);
+  if (!validated.config) return { ...validated, leftOut: [] };
+  // `serve` reads the mcp.import files at start and stops when one cannot be used; the check reads them the same way.
+  // Each file alone first, so every unusable file is named; then all together, as serve reads them (a name taken by
+  // an earlier file is left out).
+  const files = validated.config.mcp.import.map((file) => path.resolve(file));
+  const problems: string[] = [];
+  for (const file of files) {
+    try {
+      importClientConfigs([file], env);
+    } catch (error) {
+      if (!(error instanceof ClientConfigError)) throw error;
+      problems.push(`mcp.import: ${error.message}`);
+    }
+  }
+  if (problems.length > 0) return { config: undefined, problems, leftOut: [] };
+  const { skipped } = importClientConfigs(files, env, Object.keys(validated.config.mcp.servers));
+  return { config: validated.config, problems, leftOut: skipped };
 }
 
 /**

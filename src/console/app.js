@@ -173,6 +173,7 @@ function renderServers(servers) {
     upstreamBody.replaceChildren(el('tr', {}, el('td', { colSpan: 8, class: 'muted', text: 'none configured (mcp.servers, --mcp-config, or add one below)' })));
     return;
   }
+  renderLeftOut(servers.leftOut ?? []);
   upstreamBody.replaceChildren(
     ...servers.servers.map((server) => {
       const actions = el('td', { class: 'actions' });
@@ -184,17 +185,39 @@ function renderServers(servers) {
       return el(
         'tr',
         { 'data-server': server.name },
-        el('td', { text: server.name }),
-        el('td', { text: server.transport }),
-        el('td', {}, el('span', { class: `badge state-${server.state}`, text: server.state })),
-        el('td', { class: 'num', text: String(server.tools) }),
-        el('td', { class: 'error-text', text: server.authorization ? `needs authorization (${server.authorization.reason}): ${server.authorization.message}` : (server.lastError ?? '') }),
-        el('td', { text: server.revision ?? '' }),
-        el('td', { text: server.origin ?? '' }),
+        el('td', { class: 'name', 'data-label': 'server', text: server.name }),
+        el('td', { class: 'nowrap', 'data-label': 'transport', text: server.transport }),
+        el('td', { 'data-label': 'state' }, el('span', { class: `badge state-${server.state}`, text: server.state })),
+        el('td', { class: 'num', 'data-label': 'tools', text: String(server.tools) }),
+        el('td', { class: 'error-text', 'data-label': 'last error', text: server.authorization ? `needs authorization (${server.authorization.reason}): ${server.authorization.message}` : withoutRepeats(server.lastError ?? '') }),
+        el('td', { class: 'nowrap', 'data-label': 'revision', text: server.revision ?? '' }),
+        el('td', { class: 'nowrap', 'data-label': 'from', text: server.origin ?? '' }),
         actions,
       );
     }),
   );
+}
+
+/** Imported entries the service left out (bad type, unset variable, bad URL...), each with its reason. */
+function renderLeftOut(entries) {
+  const list = $('[data-testid="left-out"]');
+  list.hidden = entries.length === 0;
+  list.replaceChildren(
+    ...entries.map((entry) =>
+      el('li', { 'data-server': entry.name }, el('strong', { text: entry.name }), el('span', { class: 'muted', text: ` (${entry.file}): ` }), el('span', { class: 'error-text', text: entry.reason })),
+    ),
+  );
+}
+
+/**
+ * Error chains repeat themselves when each layer adds its cause's message ("fetch failed: fetch failed"): a part equal
+ * to the one before it is shown once.
+ */
+function withoutRepeats(text) {
+  return text
+    .split(': ')
+    .filter((part, i, parts) => i === 0 || part !== parts[i - 1])
+    .join(': ');
 }
 
 /**

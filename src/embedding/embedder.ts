@@ -9,7 +9,7 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { OFFLINE_MODEL_ID, ensureOfflineModel } from './offline-model.js';
+import { OFFLINE_MODEL_ID, ensureOfflineModel, isModelCurrent } from './offline-model.js';
 import { addRow, readLookupTable, type LookupTable } from './offline/lookup-model.js';
 import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
 import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
@@ -50,6 +50,12 @@ export interface EmbedderOptions extends Partial<ModelSettings>, Partial<Omit<Op
   provider?: 'transformers' | 'openai';
   model: string;
   modelsDir: string;
+  /**
+   * Where the package ships the offline default model (its own `models/`): used for that model when `modelsDir`
+   * (a user's MODELS_DIR for their own models) does not hold it, instead of building it there, which an installed
+   * package cannot (the GloVe source is a dev dependency). Handed in by the assembly.
+   */
+  shippedModelsDir?: string;
   allowRemoteModels: boolean;
   batchSize?: number;
   /** Longest input in tokens; longer texts are truncated (default: the tokenizer's model_max_length). */
@@ -104,10 +110,14 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
     return createOpenAiEmbedder({ ...opts, baseUrl: opts.baseUrl, batchSize: opts.batchSize ?? DEFAULT_BATCH_SIZE });
   }
   const settings = modelSettings(opts.model, opts);
-  const modelsDir = path.resolve(opts.modelsDir);
+  let modelsDir = path.resolve(opts.modelsDir);
   const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new Error(`batchSize must be a positive integer, got ${batchSize}`);
-  if (opts.model === OFFLINE_MODEL_ID) await ensureOfflineModel(modelsDir);
+  if (opts.model === OFFLINE_MODEL_ID) {
+    const shipped = opts.shippedModelsDir === undefined ? undefined : path.resolve(opts.shippedModelsDir);
+    if (shipped && !isModelCurrent(path.join(modelsDir, OFFLINE_MODEL_ID)) && isModelCurrent(path.join(shipped, OFFLINE_MODEL_ID))) modelsDir = shipped;
+    else await ensureOfflineModel(modelsDir);
+  }
 
   const modelDir = path.join(modelsDir, opts.model);
   const local = localModelFiles(modelDir);

@@ -149,7 +149,7 @@ export function createMcpFaces(deps: {
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams, imported.skipped), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();

@@ -2,6 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamManager } from './upstream.js';
+import type { ImportedServers } from './client-config.js';
 import { accessOf } from '../http/auth.js';
 import { HttpError, parseBody } from '../http/errors.js';
 import { maskServer } from './server-routes.js';
@@ -24,7 +25,7 @@ const callBody = z
  * upstream servers' status. Same gateway
  * as /mcp, so the same argument validation and forwarding; failures map to statuses instead of isError results.
  */
-export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): Router {
+export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, leftOut: ImportedServers['skipped'] = []): Router {
   const router = Router();
 
   // Upstream server health: state, tool count, last error (with the server's last stderr lines), clashes.
@@ -33,7 +34,14 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager): 
     const servers = upstreams.status().filter((server) => access.canSeeServer(server.name));
     // The admin sees each server's settings too, secrets masked.
     // `status` is `state` under the name SPEC.md gives outside tools; both stay.
-    if (access.isAdmin) return res.json({ servers: servers.map((server) => ({ ...server, status: server.state, config: maskedConfig(upstreams, server.name) })) });
+    // Imported entries that were left out (bad type, unset variable, bad URL...) are listed with the reason beside
+    // the servers, to the admin only: their files and reasons are operator details.
+    if (access.isAdmin) {
+      return res.json({
+        servers: servers.map((server) => ({ ...server, status: server.state, config: maskedConfig(upstreams, server.name) })),
+        leftOut: leftOut.map(({ server, file, reason, disabled }) => ({ name: server, file, reason, ...(disabled ? { disabled } : {}) })),
+      });
+    }
     // A key gets the health of its servers, counted in its own tools. Errors (with the server's stderr), clashes and
     // skipped or mistransformed tools are operator details that may name tools or secrets the key must not see.
     const visible = new Map<string, number>();

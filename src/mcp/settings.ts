@@ -26,48 +26,99 @@ function normalizeTransportKey(value: unknown): unknown {
   return entry;
 }
 
+const stdioServerSchema = z
+  .object({
+    type: z.literal('stdio').optional(),
+    command: z.string().min(1),
+    args: z.array(z.string()).default([]),
+    /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
+    env: z.record(z.string(), z.string()).default({}),
+    cwd: z.string().optional(),
+    /** What the server is for (indexed with its tools, named in search_tools); default: what the server says of itself. */
+    description: z.string().max(2_000).optional(),
+    /** true: known but not connected (as in client configs). */
+    disabled: z.boolean().optional(),
+  })
+  .strict();
+
+const httpServerSchema = z
+  .object({
+    type: z.enum(['http', 'sse']).optional(),
+    url: z.string().url(),
+    headers: z.record(z.string(), z.string()).default({}),
+    /** OAuth 2.1 per the MCP authorization spec (src/mcp/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
+    auth: upstreamOAuthSchema.optional(),
+    /**
+     * Headers a client may send for this server with a request, as `x-toolrouter-upstream-<server>-<header>`
+     * (e.g. `authorization`): added to that request's calls only, never stored or logged.
+     */
+    passthroughHeaders: z.array(z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'a header name')).max(16).optional(),
+    description: z.string().max(2_000).optional(),
+    disabled: z.boolean().optional(),
+  })
+  .strict();
+
 /** An upstream MCP server: a command to spawn (stdio), a streamable HTTP endpoint, or a legacy HTTP+SSE one. */
 export const mcpServerSchema = z.preprocess(
   normalizeTransportKey,
   z.union(
-    [
-      z
-        .object({
-          type: z.literal('stdio').optional(),
-          command: z.string().min(1),
-          args: z.array(z.string()).default([]),
-          /** Added to a minimal inherited environment (PATH, HOME, ...), not to toolrouter's whole environment. */
-          env: z.record(z.string(), z.string()).default({}),
-          cwd: z.string().optional(),
-          /** What the server is for (indexed with its tools, named in search_tools); default: what the server says of itself. */
-          description: z.string().max(2_000).optional(),
-          /** true: known but not connected (as in client configs). */
-          disabled: z.boolean().optional(),
-        })
-        .strict(),
-      z
-        .object({
-          type: z.enum(['http', 'sse']).optional(),
-          url: z.string().url(),
-          headers: z.record(z.string(), z.string()).default({}),
-          /** OAuth 2.1 per the MCP authorization spec (src/mcp/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
-          auth: upstreamOAuthSchema.optional(),
-          /**
-           * Headers a client may send for this server with a request, as `x-toolrouter-upstream-<server>-<header>`
-           * (e.g. `authorization`): added to that request's calls only, never stored or logged.
-           */
-          passthroughHeaders: z.array(z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'a header name')).max(16).optional(),
-          description: z.string().max(2_000).optional(),
-          disabled: z.boolean().optional(),
-        })
-        .strict(),
-    ],
-    {
-      error:
-        'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?, auth?} (streamable HTTP; type: "sse" for the legacy SSE transport); type / transport: stdio, http or sse',
-    },
+    [stdioServerSchema, httpServerSchema],
+    { error: (issue) => serverEntryProblem(issue.input, (issue as { errors?: z.core.$ZodIssue[][] }).errors ?? []) },
   ),
 );
+
+const SERVER_SHAPE =
+  'an MCP server is {command, args?, env?, cwd?} (stdio) or {url, headers?, auth?} (streamable HTTP; type: "sse" for the legacy SSE transport); type / transport: stdio, http or sse';
+const STDIO_KEYS = Object.keys(stdioServerSchema.shape);
+const HTTP_KEYS = Object.keys(httpServerSchema.shape);
+
+/**
+ * Why an entry fits neither form, naming the key at fault: a misspelled key (`comand`) or transport (`"type": "htp"`)
+ * gets its name and the nearest right one, an entry of one form gets that form's own problems; only an entry that is
+ * not an object gets the general shape alone.
+ */
+function serverEntryProblem(input: unknown, branches: z.core.$ZodIssue[][]): string {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return SERVER_SHAPE;
+  const entry = input as Record<string, unknown>;
+  if (entry.type !== undefined && !['stdio', 'http', 'sse'].includes(entry.type as string)) {
+    const names = Object.keys(TRANSPORT_NAMES);
+    return `type: ${JSON.stringify(entry.type)} is not a transport (stdio, http or sse)${suggestion(String(entry.type), names, (name) => TRANSPORT_NAMES[name]!)}`;
+  }
+  const stdio = 'command' in entry || entry.type === 'stdio';
+  const http = 'url' in entry || entry.type === 'http' || entry.type === 'sse';
+  const known = stdio && !http ? STDIO_KEYS : http && !stdio ? HTTP_KEYS : [...new Set([...STDIO_KEYS, ...HTTP_KEYS])];
+  const unknown = Object.keys(entry).filter((key) => !known.includes(key));
+  if (unknown.length > 0) {
+    const named = unknown.map((key) => `${JSON.stringify(key)}${suggestion(key, known)}`).join(', ');
+    return `unknown key${unknown.length > 1 ? 's' : ''} ${named}${stdio || http ? ` for a ${stdio ? 'stdio' : 'HTTP'} server` : `; ${SERVER_SHAPE}`}`;
+  }
+  if (stdio === http) return stdio ? 'set either "command" (stdio) or "url" (HTTP), not both' : `neither "command" (stdio) nor "url" (HTTP) is set; ${SERVER_SHAPE}`;
+  const issues = branches[stdio ? 0 : 1] ?? [];
+  if (issues.length === 0) return SERVER_SHAPE;
+  return issues.map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')}: ${issue.message}` : issue.message)).join('; ');
+}
+
+/** ` (did you mean "x"?)` for the closest name within two edits, else nothing. */
+function suggestion(word: string, names: readonly string[], shown: (name: string) => string = (name) => name): string {
+  let best: { name: string; distance: number } | undefined;
+  for (const name of names) {
+    const distance = editDistance(word.toLowerCase(), name.toLowerCase());
+    if (distance <= 2 && (!best || distance < best.distance)) best = { name, distance };
+  }
+  return best ? ` (did you mean ${JSON.stringify(shown(best.name))}?)` : '';
+}
+
+function editDistance(a: string, b: string): number {
+  // Keys are short; the bound keeps a long hostile key from costing more than a short one.
+  if (Math.abs(a.length - b.length) > 2 || a.length > 64) return Infinity;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
+}
 
 export type McpServerSettings = z.infer<typeof mcpServerSchema>;
 

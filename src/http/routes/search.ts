@@ -4,7 +4,7 @@ import { SEARCH_MODES, SELECT_PREFIX } from '../../search/search.js';
 import { briefTool } from '../../search/coverage.js';
 import { codeTool } from '../../codemode/signatures.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
-import { HttpError, parseBody, queryText } from '../errors.js';
+import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 import type { AppDependencies } from '../app.js';
 import { accessOf } from '../auth.js';
 import type { CatalogEntry } from '../../catalog/catalog.js';
@@ -28,11 +28,12 @@ export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDepende
       detail: z.enum(['brief', 'full', 'code'], { error: 'must be "brief", "full" or "code"' }).optional(),
     })
     .strict();
+  const fields = Object.keys(searchBody.shape);
 
   return async (req, res) => {
     const access = accessOf(res);
     if (!access.searchEnabled) throw new HttpError(403, 'forbidden', 'tool search is disabled for this key; list its tools with GET /mcp-rest/tools/list');
-    const body = parseBody(searchBody, req.body);
+    const body = parseBody(searchBody, withFieldHints(req.body, fields));
     if (body.weights) mergeWeights(search.settings.weights, body.weights);
     const response = await search.search({
       query: body.query,
@@ -58,4 +59,20 @@ export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDepende
       ...(response.fallback ? { fallback: response.fallback } : {}),
     });
   };
+}
+
+/**
+ * Fields are snake_case (`top_k`, `min_score`); a camelCase spelling of one (`topK`, as the JavaScript SDKs write
+ * it) is refused with the right name rather than only "unrecognized key", which a user reads as "not supported".
+ */
+function withFieldHints(body: unknown, fields: readonly string[]): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body;
+  const hints: string[] = [];
+  for (const key of Object.keys(body)) {
+    if (fields.includes(key) || key.length > 64) continue;
+    const snake = key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+    if (snake !== key && fields.includes(snake)) hints.push(`${key}: unknown field; the field is "${snake}"`);
+  }
+  if (hints.length > 0) throw badRequest(hints.join('; '));
+  return body;
 }
