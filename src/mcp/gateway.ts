@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { GatewayTasks } from './relay/tasks.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -107,6 +108,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   codeMode: CodeModeListing | undefined;
   /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
   readonly searches: SearchLedger;
+  /** Tasks clients asked for with a task-augmented tools/call (MCP 2025-11-25), per caller and session (relay/tasks.ts). */
+  readonly tasks = new GatewayTasks();
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -514,6 +517,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   }
 
   close(): void {
+    this.tasks.close();
     this.catalog.off('change', this.onCatalogChange);
     this.upstreams.off('status', this.onCatalogChange);
     this.upstreams.off('features', this.onFeatures);
