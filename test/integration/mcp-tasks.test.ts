@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CancelTaskResultSchema, CreateTaskResultSchema, GetTaskResultSchema, ListTasksResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { ADMIN_KEY, generateKey, mcpClientWithKey } from '../helpers/keys.js';
 import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
+import { REPO_ROOT } from '../helpers/paths.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
 /** A task-augmented tools/call (MCP 2025-11-25) of the fixture's `slow` tool; answers the created task. */
@@ -22,7 +24,10 @@ describe('client-initiated tasks on a 2025-11-25 session: task-augmented tools/c
   let theirs: Client;
 
   before(async () => {
-    api = await startRouter({ adminKey: ADMIN_KEY, mcp: { servers: { files: stdioFixtureServer() } } });
+    api = await startRouter({
+      adminKey: ADMIN_KEY,
+      mcp: { servers: { files: stdioFixtureServer(), relay: { command: process.execPath, args: ['--import', 'tsx', path.join(REPO_ROOT, 'test/fixtures/mcp/relay-server.ts')], cwd: REPO_ROOT } } },
+    });
     await waitFor('upstream connected', () => api.router.mcp.upstreams.status().every((server) => server.state === 'connected'), 20_000);
     const a = await generateKey(api.url, {});
     const b = await generateKey(api.url, {});
@@ -78,6 +83,13 @@ describe('client-initiated tasks on a 2025-11-25 session: task-augmented tools/c
     const created = await mine.request({ method: 'tools/call', params: { name: 'files__fail', arguments: {}, task: {} } }, CreateTaskResultSchema);
     const result = await mine.request({ method: 'tasks/result', params: { taskId: created.task.taskId } }, CallToolResultSchema, { timeout: 10_000 });
     assert.equal(result.isError, true);
+  });
+
+  it('an upstream question during a background task is refused at once with a reason (no request stream to ask on), not left hanging', async () => {
+    const created = await mine.request({ method: 'tools/call', params: { name: 'relay__ask_name', arguments: { label: 'bg' }, task: {} } }, CreateTaskResultSchema);
+    const result = await mine.request({ method: 'tasks/result', params: { taskId: created.task.taskId } }, CallToolResultSchema, { timeout: 10_000 });
+    assert.equal(result.isError, true, JSON.stringify(result));
+    assert.match(textOf(result), /background task/);
   });
 
   it('a session that closes takes its tasks with it', async () => {

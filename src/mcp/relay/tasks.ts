@@ -13,6 +13,7 @@ import type { CreateTaskOptions, TaskStore } from '@modelcontextprotocol/sdk/exp
 import type { Result, Task } from '@modelcontextprotocol/sdk/types.js';
 import { ToolrouterError } from '../../errors.js';
 
+/** The store's bounds (mcp.tasks in the configuration: maxPerSession is maxPerOwner, an owner being key + session). */
 export interface GatewayTasksOptions {
   /** Tasks one owner may hold at once (running or finished, until they expire). */
   maxPerOwner: number;
