@@ -36,7 +36,7 @@ import { mcpServerToolSpan } from '../telemetry/spans.js';
 import type { RelayContext } from './relay/channel.js';
 import { SessionRelay } from './relay/session.js';
 import { CodeTool, searchDetail } from './code-tool.js';
-import { TaskLimitError } from './relay/tasks.js';
+import { ownerOf, TaskLimitError } from './relay/tasks.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -208,11 +208,6 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     previousOnClose?.();
   };
   return server;
-}
-
-/** Whose tasks these are: the signed-in subject, else the key, else the kind of caller (admin, open service). */
-export function ownerOf(access: Access): string {
-  return access.subject ?? (access.key ? `key:${access.key.keyId}` : access.kind);
 }
 
 /** Starts a task; a full store is the client's problem to solve (wait, cancel): a JSON-RPC error saying so. */

@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CancelTaskResultSchema, CreateTaskResultSchema, GetTaskResultSchema, ListTasksResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { ADMIN_KEY, generateKey, mcpClientWithKey } from '../helpers/keys.js';
+import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from '../helpers/keys.js';
 import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
@@ -22,6 +22,8 @@ describe('client-initiated tasks on a 2025-11-25 session: task-augmented tools/c
   let mine: Client;
   let mineElsewhere: Client;
   let theirs: Client;
+  let keyA: string;
+  let keyB: string;
 
   before(async () => {
     api = await startRouter({
@@ -31,6 +33,8 @@ describe('client-initiated tasks on a 2025-11-25 session: task-augmented tools/c
     await waitFor('upstream connected', () => api.router.mcp.upstreams.status().every((server) => server.state === 'connected'), 20_000);
     const a = await generateKey(api.url, {});
     const b = await generateKey(api.url, {});
+    keyA = a.key;
+    keyB = b.key;
     mine = await mcpClientWithKey(api.url, a.key);
     mineElsewhere = await mcpClientWithKey(api.url, a.key);
     theirs = await mcpClientWithKey(api.url, b.key);
@@ -100,5 +104,34 @@ describe('client-initiated tasks on a 2025-11-25 session: task-augmented tools/c
     await (closing.transport as StreamableHTTPClientTransport).terminateSession();
     await closing.close();
     await waitFor('tasks of the closed session dropped', () => api.router.mcp.gateway.tasks.size === before);
+  });
+
+  it('REST mirror: POST /mcp-rest/tools/call with task answers 202; the key polls, fetches the result, cancels; another key gets 404', async () => {
+    const started = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: keyA, body: { name: 'files__slow', arguments: { ms: 300 }, task: {} } });
+    assert.equal(started.status, 202, JSON.stringify(started.body));
+    const { taskId } = started.body.task;
+    const early = await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}/result`, { key: keyA });
+    assert.equal(early.status, 409, JSON.stringify(early.body));
+    assert.equal((await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}`, { key: keyB })).status, 404);
+    assert.equal((await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}/result`, { key: keyB })).status, 404);
+    await waitFor('REST task completed', async () => (await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}`, { key: keyA })).body.task?.status === 'completed');
+    const done = await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}/result`, { key: keyA });
+    assert.equal(done.status, 200);
+    assert.equal(textOf(done.body.result), 'waited 300 ms');
+    // REST tasks are the key's own, apart from its MCP sessions' tasks.
+    await assert.rejects(getTask(mine, taskId), /not found/i);
+    const listed = await call(api.url, 'GET', '/mcp-rest/tasks', { key: keyA });
+    assert.ok(listed.body.tasks.some((task: { taskId: string }) => task.taskId === taskId));
+    assert.deepEqual((await call(api.url, 'GET', '/mcp-rest/tasks', { key: keyB })).body.tasks, []);
+
+    const long = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: keyA, body: { name: 'files__slow', arguments: { ms: 30_000 }, task: { ttl: 60_000 } } });
+    const cancelled = await call(api.url, 'POST', `/mcp-rest/tasks/${long.body.task.taskId}/cancel`, { key: keyA });
+    assert.equal(cancelled.status, 200);
+    assert.equal(cancelled.body.task.status, 'cancelled');
+    assert.equal((await call(api.url, 'POST', `/mcp-rest/tasks/${long.body.task.taskId}/cancel`, { key: keyA })).status, 409);
+
+    const bad = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: keyA, body: { name: 'files__slow', arguments: { ms: 1 }, task: { ttl: 'soon' } } });
+    assert.equal(bad.status, 400);
+    assert.match(JSON.stringify(bad.body), /task/);
   });
 });

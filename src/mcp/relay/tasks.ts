@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CreateTaskOptions, TaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import type { Result, Task } from '@modelcontextprotocol/sdk/types.js';
+import type { Access } from '../../auth/access.js';
 import { ToolrouterError } from '../../errors.js';
 
 /** The store's bounds (mcp.tasks in the configuration: maxPerSession is maxPerOwner, an owner being key + session). */
@@ -33,6 +34,11 @@ export const DEFAULT_TASKS_OPTIONS: GatewayTasksOptions = {
   maxTtlMs: 60 * 60_000,
   pollIntervalMs: 500,
 };
+
+/** Whose tasks these are: the signed-in subject, else the key, else the kind of caller (admin, open service). */
+export function ownerOf(access: Access): string {
+  return access.subject ?? (access.key ? `key:${access.key.keyId}` : access.kind);
+}
 
 /** The store refuses a task: too many held (code `busy`). The MCP face turns it into a JSON-RPC error. */
 export class TaskLimitError extends ToolrouterError {
