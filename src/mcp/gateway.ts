@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from './relay/tasks.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -45,6 +46,8 @@ export interface GatewaySettings {
   maxQueryLength: number;
   /** Between server and tool name (catalog.separator); '' when names are not namespaced. */
   separator: string;
+  /** Bounds of the task store; absent: its defaults. */
+  tasks?: Partial<GatewayTasksOptions>;
 }
 
 export type GatewayErrorKind =
@@ -107,6 +110,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   codeMode: CodeModeListing | undefined;
   /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
   readonly searches: SearchLedger;
+  /** Tasks clients asked for with a task-augmented tools/call (MCP 2025-11-25), per caller and session (relay/tasks.ts). */
+  readonly tasks: GatewayTasks;
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -124,6 +129,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   ) {
     super();
     this.searches = new SearchLedger(() => this.feedback, log);
+    this.tasks = new GatewayTasks({ ...DEFAULT_TASKS_OPTIONS, ...settings.tasks });
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
     this.setMaxListeners(0);
@@ -514,6 +520,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   }
 
   close(): void {
+    this.tasks.close();
     this.catalog.off('change', this.onCatalogChange);
     this.upstreams.off('status', this.onCatalogChange);
     this.upstreams.off('features', this.onFeatures);

@@ -1,4 +1,6 @@
-import { Router } from 'express';
+import type { Task } from '@modelcontextprotocol/sdk/types.js';
+import { Router, type Response } from 'express';
+import type { Access } from '../auth/access.js';
 import { z } from 'zod';
 import { GatewayError, type McpGateway } from './gateway.js';
 import type { UpstreamManager } from './upstream.js';
@@ -6,6 +8,7 @@ import type { ImportedServers } from './client-config.js';
 import { accessOf } from '../http/auth.js';
 import { HttpError, parseBody } from '../http/errors.js';
 import { maskServer } from './server-routes.js';
+import { ownerOf } from './relay/tasks.js';
 
 function maskedConfig(upstreams: UpstreamManager, name: string): Record<string, unknown> | undefined {
   const known = upstreams.configOf(name);
@@ -16,6 +19,8 @@ const callBody = z
   .object({
     name: z.string({ error: 'is required and must be a string' }).min(1, 'must not be empty'),
     arguments: z.record(z.string(), z.unknown(), { error: 'must be an object' }).optional(),
+    /** Run as a task (the REST form of MCP 2025-11-25's task-augmented tools/call): answered 202 with the task. */
+    task: z.object({ ttl: z.number().int().positive().optional() }, { error: 'must be an object' }).strict().optional(),
   })
   // LiteLLM clients may send extra routing fields (server_id, ...); names are already unique, so they are ignored.
   .loose();
@@ -63,8 +68,38 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
 
   router.post('/mcp-rest/tools/call', async (req, res) => {
     const body = parseBody(callBody, req.body);
+    if (body.task !== undefined) {
+      const access = accessOf(res);
+      // The call's failure (a GatewayError) becomes the task's failure; its message is kept for the result.
+      const task = gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal }));
+      return res.status(202).json({ task });
+    }
     // A result with isError: true is the tool's own answer and passes through with 200.
     res.json(await rest(() => gateway.callTool(body.name, body.arguments, { access: accessOf(res) })));
+  });
+
+  // Tasks started over REST: the caller's key's own (REST has no session), as /mcp's tasks/get, result, list, cancel.
+  router.get('/mcp-rest/tasks', async (_req, res) => {
+    res.json(await gateway.tasks.storeFor(restOwner(accessOf(res))).listTasks());
+  });
+  router.get('/mcp-rest/tasks/:id', async (req, res) => {
+    res.json({ task: await ownTask(gateway, res, req.params.id) });
+  });
+  router.get('/mcp-rest/tasks/:id/result', async (req, res) => {
+    const task = await ownTask(gateway, res, req.params.id);
+    if (task.status === 'working' || task.status === 'input_required') {
+      throw new HttpError(409, 'conflict', `task ${task.taskId} is still ${task.status}: poll GET /mcp-rest/tasks/${task.taskId} (every ${task.pollInterval ?? 500} ms)`);
+    }
+    res.json({ task, result: await gateway.tasks.storeFor(restOwner(accessOf(res))).getTaskResult(task.taskId) });
+  });
+  router.post('/mcp-rest/tasks/:id/cancel', async (req, res) => {
+    const task = await ownTask(gateway, res, req.params.id);
+    if (task.status === 'completed' || task.status === 'failed' || task.status === 'cancelled') {
+      throw new HttpError(409, 'conflict', `task ${task.taskId} has already ended (${task.status})`);
+    }
+    const store = gateway.tasks.storeFor(restOwner(accessOf(res)));
+    await store.updateTaskStatus(task.taskId, 'cancelled', 'Cancelled by the caller.');
+    res.json({ task: await store.getTask(task.taskId) });
   });
 
   // Resources and prompts of the upstreams the key may use, as /mcp lists them (namespaced names, upstream URIs).
@@ -97,6 +132,18 @@ const promptBody = z
     arguments: z.record(z.string(), z.string({ error: 'prompt arguments are strings' })).optional(),
   })
   .strict();
+
+/** REST tasks belong to the caller alone (no session): never visible to the same caller's MCP sessions, nor theirs. */
+function restOwner(access: Access): string {
+  return `${ownerOf(access)} rest`;
+}
+
+/** The caller's task, or 404 exactly as for an id that never existed. */
+async function ownTask(gateway: McpGateway, res: Response, taskId: string): Promise<Task> {
+  const task = await gateway.tasks.storeFor(restOwner(accessOf(res))).getTask(taskId);
+  if (!task) throw new HttpError(404, 'not_found', `task not found: ${taskId}`);
+  return task;
+}
 
 async function rest<T>(work: () => Promise<T>): Promise<T> {
   try {

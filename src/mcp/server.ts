@@ -1,6 +1,6 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   CallToolRequestSchema,
   CompleteRequestSchema,
@@ -14,6 +14,7 @@ import {
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   type CallToolResult,
+  type CreateTaskResult,
   type ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
@@ -35,6 +36,7 @@ import { mcpServerToolSpan } from '../telemetry/spans.js';
 import type { RelayContext } from './relay/channel.js';
 import { SessionRelay } from './relay/session.js';
 import { CodeTool, searchDetail } from './code-tool.js';
+import { ownerOf, TaskLimitError } from './relay/tasks.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -58,6 +60,8 @@ export const CAPABILITIES = {
   logging: {},
   // completion/complete for the aggregated prompts and resource templates, answered by the server offering them.
   completions: {},
+  // A task-augmented tools/call runs in the background; the session polls it (src/mcp/relay/tasks.ts).
+  tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
 } as ServerCapabilities;
 
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
@@ -85,7 +89,14 @@ export const ACCESS_DENIED = -32003;
 export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access | (() => Access) = Access.open): Server {
   // A function when the caller's key may change under a live session (/key/update): each request sees it as it is now.
   const accessNow = typeof caller === 'function' ? caller : () => caller;
-  const server = new Server(IMPLEMENTATION, { capabilities: CAPABILITIES, instructions: instructions(gateway, accessNow()) });
+  // This connection's tasks: bound to the caller (its key or subject) and to this connection, so neither another key
+  // nor another session of the same key can see them. The SDK answers tasks/get, result, list and cancel from the store.
+  const taskOwner = `${ownerOf(accessNow())} ${randomUUID()}`;
+  const server = new Server(IMPLEMENTATION, {
+    capabilities: CAPABILITIES,
+    instructions: instructions(gateway, accessNow()),
+    taskStore: gateway.tasks.storeFor(taskOwner),
+  });
   const feedback = new McpFeedback(gateway.searches, () => accessNow().scope);
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
@@ -96,16 +107,26 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const session = new SessionRelay(server, gateway.settings.callTimeoutMs);
   // Past the 1.x Server's own tools/call wrapper, which answers a mistake in params with a raw validation dump (and
   // checks task results this gateway does not create): parseParams names field and type.
-  Protocol.prototype.setRequestHandler.call(server, loose(CallToolRequestSchema), async (raw, extra): Promise<CallToolResult> =>
-    callTool(
+  Protocol.prototype.setRequestHandler.call(server, loose(CallToolRequestSchema), async (raw, extra): Promise<CallToolResult | CreateTaskResult> => {
+    const params = parseParams(CallToolRequestSchema, raw).params;
+    if (params.task !== undefined) {
+      // Answered at once with the task; the call runs on without this request's stream, so nothing can be relayed to
+      // the client during it (an upstream's question is refused with a clear error) and progress is not sent.
+      const access = accessNow();
+      const task = startTask(() =>
+        gateway.tasks.start(taskOwner, params.task?.ttl, (signal) => callTool(gateway, params, { signal, notify: async () => {} }, access, feedback, log)),
+      );
+      return { task };
+    }
+    return callTool(
       gateway,
-      parseParams(CallToolRequestSchema, raw).params,
+      params,
       { signal: extra.signal, progressToken: extra._meta?.progressToken, notify: (n) => extra.sendNotification(n), relay: { channel: session.channel(extra) } },
       accessNow(),
       feedback,
       log,
-    ),
-  );
+    );
+  });
   server.setRequestHandler(loose(SetLevelRequestSchema), async (raw) => {
     session.setLevel(parseParams(SetLevelRequestSchema, raw).params.level);
     return {};
@@ -179,6 +200,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   gateway.on('listChanged', onListChanged);
   const previousOnClose = server.onclose;
   server.onclose = () => {
+    gateway.tasks.dropOwner(taskOwner);
     gateway.off('listChanged', onListChanged);
     gateway.off('featuresChanged', onFeatures);
     for (const [uri, owner] of subscriptions) void gateway.unsubscribe(uri, owner).catch(() => {});
@@ -186,6 +208,16 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     previousOnClose?.();
   };
   return server;
+}
+
+/** Starts a task; a full store is the client's problem to solve (wait, cancel): a JSON-RPC error saying so. */
+function startTask<T>(start: () => T): T {
+  try {
+    return start();
+  } catch (error) {
+    if (error instanceof TaskLimitError) throw new RpcError(ErrorCode.InvalidRequest, error.message);
+    throw error;
+  }
 }
 
 /** What a tools/call handler needs of its SDK's request context, whichever SDK and revision serves it. */

@@ -59,6 +59,22 @@ const httpServerSchema = z
   .strict();
 
 /** An upstream MCP server: a command to spawn (stdio), a streamable HTTP endpoint, or a legacy HTTP+SSE one. */
+/**
+ * The in-process task store: tasks one session may hold (running or finished, until they expire), tasks held in all,
+ * and how long a task and its result are kept (the client's ttl, else the default; never more than the maximum).
+ */
+export const tasksSettingsSchema = z
+  .object({
+    maxPerSession: z.number().int().min(1).max(10_000).default(100),
+    maxTotal: z.number().int().min(1).max(1_000_000).default(10_000),
+    defaultTtlMs: z.number().int().min(1_000).max(86_400_000).default(600_000),
+    maxTtlMs: z.number().int().min(1_000).max(86_400_000).default(3_600_000),
+  })
+  .strict()
+  .prefault({});
+
+export type TasksSettings = z.infer<typeof tasksSettingsSchema>;
+
 export const mcpServerSchema = z.preprocess(
   normalizeTransportKey,
   z.union(
@@ -162,6 +178,8 @@ export const mcpSettingsSchema = z
     sandbox: sandboxSettingsSchema,
     /** A forwarded call that takes longer fails with a timeout (and the upstream is told to cancel it). */
     callTimeoutMs: z.number().int().min(1).max(3_600_000).default(60_000),
+    /** Tasks clients ask for with a task-augmented tools/call (MCP 2025-11-25; src/mcp/relay/tasks.ts). */
+    tasks: tasksSettingsSchema,
     /**
      * A session's first tools/list and search_tools wait at most this long after start for every upstream's first
      * connection attempt (and the index of their tools); answers given before say which servers are missing.

@@ -49,7 +49,16 @@ describe('server-everything behind toolrouter (2025-11-25 session): every tool l
       .snapshot()
       .entries.filter((entry) => entry.source === 'every')
       .map((entry) => entry.tool.name);
-    for (const tool of ['trigger-elicitation-request', 'trigger-url-elicitation', 'trigger-sampling-request', 'simulate-research-query', 'get-roots-list', 'toggle-simulated-logging']) {
+    for (const tool of [
+      'trigger-elicitation-request',
+      'trigger-url-elicitation',
+      'trigger-sampling-request',
+      'trigger-sampling-request-async',
+      'trigger-elicitation-request-async',
+      'simulate-research-query',
+      'get-roots-list',
+      'toggle-simulated-logging',
+    ]) {
       assert.ok(names.includes(`every__${tool}`), `${tool} missing from ${names.join(', ')}`);
     }
   });
@@ -68,6 +77,21 @@ describe('server-everything behind toolrouter (2025-11-25 session): every tool l
     const through = await client.callTool({ name: 'call_tool', arguments: { name: 'every__trigger-sampling-request', arguments: { prompt: 'again' } } });
     assert.match(textOf(through), /sampled by the client/);
     assert.equal(sampled, 2);
+  });
+
+  it('the async (task-augmented) sampling and elicitation tools: the caller is asked a plain request and the upstream gets its answer', async () => {
+    const before = { sampled, asked: asked.length };
+    const sampling = await client.callTool({ name: 'every__trigger-sampling-request-async', arguments: { prompt: 'async hello' } }, undefined, { timeout: 30_000 });
+    assert.equal((sampling as any).isError, undefined, JSON.stringify(sampling));
+    // server-everything reports the client's direct answer with "[SYNC]" and quotes it.
+    assert.match(textOf(sampling), /sampled by the client/);
+    assert.equal(sampled, before.sampled + 1);
+    const elicitation = await client.callTool({ name: 'call_tool', arguments: { name: 'every__trigger-elicitation-request-async', arguments: {} } }, undefined, { timeout: 30_000 });
+    assert.equal((elicitation as any).isError, undefined, JSON.stringify(elicitation));
+    assert.match(textOf(elicitation), /decline/i);
+    assert.equal(asked.length, before.asked + 1);
+    // The caller never declared tasks to toolrouter, so it must not see the upstream's task augmentation.
+    assert.equal((asked.at(-1) as { task?: unknown }).task, undefined);
   });
 
   it('the task-required research tool runs to its report, directly and through call_tool', async () => {

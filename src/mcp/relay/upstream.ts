@@ -14,12 +14,29 @@ import type { CallRegistry } from './scope.js';
  * per call. Roots describe one client's workspace while an upstream connection is shared by every session: roots/list
  * during a call is answered with the calling client's roots, and outside any call (or for a client without roots) with
  * none, never with another session's. No list_changed: there is no one list to announce changes of.
+ *
+ * `tasks.requests` (MCP 2025-11-25): an upstream may send its sampling and elicitation requests task-augmented (some
+ * servers, e.g. server-everything's `*-async` tools, only offer such tools to clients that declare it). toolrouter
+ * answers such a request with its result directly, which the specification's requestors accept in place of a
+ * CreateTaskResult; see answerPlainly below for why no receiver-side task is created.
  */
 export const RELAY_CAPABILITIES: ClientCapabilities = {
   elicitation: { form: {}, url: {} },
   sampling: {},
   roots: {},
+  tasks: { requests: { sampling: { createMessage: {} }, elicitation: { create: {} } } },
 };
+
+/**
+ * The upstream's request as the caller gets it: without the task augmentation. The caller never declared tasks to
+ * toolrouter for these requests (it answers a plain request) and the 2.x SDK client that talks to the upstream accepts
+ * only a CreateMessageResult / ElicitResult from these handlers (it validates them), so the answer is the result itself,
+ * given when the caller has answered: the upstream's wait is bounded by the call that caused it.
+ */
+export function answerPlainly(params: Record<string, unknown>): Record<string, unknown> {
+  const { task: _task, ...plain } = params;
+  return plain;
+}
 
 /** JSON-RPC code for a relayed request refused (the MCP specification's "invalid request" family: -32600). */
 const REFUSED = -32600;
@@ -35,11 +52,11 @@ export function installRelayHandlers(client: Client, registry: CallRegistry, log
     }
     const channel = attributed.scope.channel;
     const feature = featureOf(method, params);
-    if (!channel) throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the caller cannot be asked anything on the route it came by (REST, or a 2026-07-28 request: input-required relay is not built yet)`);
+    if (!channel) throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the caller cannot be asked anything on the route it came by (REST, or a call running as a background task)`);
     if (!channel.supports(feature)) {
       throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the calling client did not declare ${feature.replace('.', ' (')}${feature.includes('.') ? ')' : ''} support`);
     }
-    return channel.request(method, params, signal);
+    return channel.request(method, answerPlainly(params), signal);
   };
   client.setRequestHandler('elicitation/create', async (request, ctx) => (await relay('elicitation/create', request.params as never, ctx.mcpReq.signal)) as never);
   client.setRequestHandler('roots/list', async (_request, ctx) => {
