@@ -508,8 +508,8 @@ describe('MCP gateway over /mcp', () => {
     const through: any = await client.callTool({ name: 'call_tool', arguments: { name: 'tracker__create_issue', arguments: { title: 'x' } } });
     assert.equal(through.isError, true);
     assert.match(textOf(through), /upstream MCP server "tracker"/);
-    // The cause is the real one (the socket dropped, or a reconnect refused), not the SDK's "connection closed".
-    assert.match(statusOf(api, 'tracker').lastError ?? '', /ECONNREFUSED|other side closed/);
+    // The cause is the real one (the socket dropped or was reset, or a reconnect refused), not the SDK's "connection closed".
+    assert.match(statusOf(api, 'tracker').lastError ?? '', /ECONNREFUSED|ECONNRESET|other side closed/);
 
     tracker = await startHttpFixture({ port });
     await waitFor('tracker to reconnect', () => statusOf(api, 'tracker').state === 'connected', 10_000);
