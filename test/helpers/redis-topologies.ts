@@ -221,7 +221,12 @@ export class RedisClusterFixture extends Topology {
     const count = this.replicas ? 6 : 3;
     for (let i = 0; i < count; i++) {
       const dir = mkdtempSync(path.join(this.dir, 'conf-'));
-      const args = ['--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, 'nodes.conf'), '--appendonly', 'yes', '--cluster-node-timeout', '1000'];
+      // A replica whose link to its master was down a while (a loaded machine) would refuse to take over by default
+      // (`cluster-replica-validity-factor` 10); here every failover is wanted, so it always may.
+      const args = [
+        '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, 'nodes.conf'), '--appendonly', 'yes', '--cluster-node-timeout', '1000',
+        '--cluster-replica-validity-factor', '0',
+      ];
       this.servers.push(await this.launch('node', this.tls ? [...args, '--tls-cluster', 'yes'] : args));
     }
     await run('redis-cli', [
@@ -230,6 +235,25 @@ export class RedisClusterFixture extends Topology {
     ]);
     // `create` returns once the slots are assigned; the nodes agree a moment later.
     await this.untilHealthy(count);
+    // A replica that has not finished its first sync cannot take over: a master killed before then stays dead.
+    if (this.replicas) for (const server of this.servers) await this.untilReplicated(server.port);
+  }
+
+  /**
+   * Waits until the master on `port` (if it is one) has a replica online that has everything the master has written
+   * so far. Replication is asynchronous: only writes a replica holds survive the master's death, so a test that kills
+   * a master and expects its acknowledged writes back waits for this first.
+   */
+  async untilReplicated(port: number): Promise<void> {
+    for (const deadline = Date.now() + 30_000; ; ) {
+      const info = String(await this.ask(port, (client) => client.info('replication')).catch(() => ''));
+      if (/role:slave/.test(info)) return;
+      const written = Number(/master_repl_offset:(\d+)/.exec(info)?.[1] ?? NaN);
+      const caughtUp = [...info.matchAll(/slave\d+:[^\r\n]*state=online,offset=(\d+)/g)].some((match) => Number(match[1]) >= written);
+      if (caughtUp) return;
+      if (Date.now() > deadline) throw new Error(`no replica of ${port} caught up within 30 s: ${info.replace(/\r?\n/g, ' ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   /** The server on `port`. */

@@ -148,6 +148,8 @@ describe('Redis Cluster over TLS with replicas: a failover, a worker stopped aft
 
     const slotKey = `{${prefix}}:keys`;
     const oldMaster = await cluster.masterOf(slotKey);
+    // Replication is asynchronous: "acknowledged writes survive a failover" holds for what the replica has.
+    await cluster.untilReplicated(oldMaster);
     await cluster.server(oldMaster).kill();
     const newMaster = await cluster.untilFailedOver(slotKey, oldMaster);
     assert.notEqual(newMaster, oldMaster);
