@@ -20,7 +20,7 @@ export class WorkerProcess {
   private readonly listeners = new Set<() => void>();
   exited: Promise<number | null>;
 
-  constructor(configFile: string) {
+  constructor(readonly configFile: string) {
     this.child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'workers/indexer.ts')], {
       cwd: REPO_ROOT,
       env: { ...process.env, TOOLROUTER_CONFIG: configFile, LOG_LEVEL: 'info', REDIS_URL: '' },

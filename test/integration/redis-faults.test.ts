@@ -100,6 +100,9 @@ describe('Redis Cluster (3 masters, no replicas): the node serving toolrouter\'s
     const hash = await putAndIndex(deployment!, 'alpha', 20);
     const key = await generateKey(api.url, {});
     assert.equal((await ready(api)).status, 200);
+    // A second worker, to be stopped while the slot is unserved (the first builds again after the recovery).
+    const spare = new WorkerProcess(deployment!.worker.configFile);
+    await spare.ready();
 
     const slotNode = await cluster.masterOf(`{${prefix}}:keys`);
     // Another master stays up: a PING to the cluster still answers, only toolrouter's slot is gone.
@@ -115,6 +118,8 @@ describe('Redis Cluster (3 masters, no replicas): the node serving toolrouter\'s
     assert.equal(keyWrite.status, 503);
     // Searches go on from the loaded index.
     assert.equal((await admin(api, 'POST', '/v1/tools/search', { query: 'alpha3', mode: 'bm25' })).status, 200);
+    // A worker holding no job stops in seconds on SIGTERM even while its queue's slot is unserved.
+    await stopsPromptly(spare);
 
     await cluster.server(slotNode).restart();
     await eventually(() => ready(api), (reply) => reply.status === 200, 30_000);
