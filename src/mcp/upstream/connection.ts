@@ -161,14 +161,15 @@ export class UpstreamConnection {
   }
 
   /**
-   * A tool's name at the upstream and its arguments as the upstream takes them (transforms applied), for a call sent on
-   * another connection to the same server (a user's own, upstream/per-user.ts). Throws while this one is not connected.
+   * A tool's name at the upstream, its arguments as the upstream takes them (transforms applied) and whether it must run
+   * as a task, for a call sent on another connection to the same server (a user's own, upstream/per-user.ts). Throws
+   * while this one is not connected.
    */
-  upstreamCall(qualifiedName: string, args: Record<string, unknown> | undefined): { name: string; args: Record<string, unknown> | undefined } {
+  upstreamCall(qualifiedName: string, args: Record<string, unknown> | undefined): { name: string; args: Record<string, unknown> | undefined; asTask: boolean } {
     const upstreamName = this.listing.upstreamName(qualifiedName);
     if (this.state !== 'connected' || upstreamName === undefined) throw this.unavailable();
     const transform = this.listing.transform(qualifiedName);
-    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args };
+    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args, asTask: this.listing.requiresTask(qualifiedName) };
   }
 
   /** Resources, templates and prompts as last listed; none while not connected. */

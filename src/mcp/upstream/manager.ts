@@ -183,7 +183,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     // A per-user server: a caller with a subject goes out with their own grant, never the shared one.
     if (options.subject !== undefined && 'url' in connection.config && this.options.users?.perUser(connection.name)) {
       const call = connection.upstreamCall(qualifiedName, args);
-      return this.usersOf(connection).call(options.subject, call.name, call.args, options);
+      return this.usersOf(connection).call(options.subject, call.name, call.args, options, call.asTask);
     }
     return connection.call(qualifiedName, args, options);
   }
@@ -206,6 +206,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         max: this.options.userConnections?.max ?? 64,
         idleMs: this.options.userConnections?.idleMs ?? 300_000,
         connectTimeoutMs: this.options.connectTimeoutMs,
+        maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
         log: this.options.log.child({ upstream: connection.name, perUser: true }),
       });
       this.userConnections.set(connection.name, users);
