@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from './relay/tasks.js';
+import { LogLevels } from './relay/levels.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -112,6 +113,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   readonly searches: SearchLedger;
   /** Tasks clients asked for with a task-augmented tools/call (MCP 2025-11-25), per caller and session (relay/tasks.ts). */
   readonly tasks: GatewayTasks;
+  /** The log levels sessions set (logging/setLevel), forwarded to upstreams as the most verbose of them (relay/levels.ts). */
+  readonly logLevels: LogLevels;
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -130,6 +133,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     super();
     this.searches = new SearchLedger(() => this.feedback, log);
     this.tasks = new GatewayTasks({ ...DEFAULT_TASKS_OPTIONS, ...settings.tasks });
+    this.logLevels = new LogLevels((level) => upstreams.setLogLevel(level));
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
     this.setMaxListeners(0);

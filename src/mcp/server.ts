@@ -128,7 +128,10 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     );
   });
   server.setRequestHandler(loose(SetLevelRequestSchema), async (raw) => {
-    session.setLevel(parseParams(SetLevelRequestSchema, raw).params.level);
+    const { level } = parseParams(SetLevelRequestSchema, raw).params;
+    session.setLevel(level);
+    // Upstreams are told the most verbose level any session wants; this session's channel filters to its own.
+    gateway.logLevels.set(session.id, level);
     return {};
   });
 
@@ -201,6 +204,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const previousOnClose = server.onclose;
   server.onclose = () => {
     gateway.tasks.dropOwner(taskOwner);
+    gateway.logLevels.drop(session.id);
     gateway.off('listChanged', onListChanged);
     gateway.off('featuresChanged', onFeatures);
     for (const [uri, owner] of subscriptions) void gateway.unsubscribe(uri, owner).catch(() => {});

@@ -7,10 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { ResultSchema, type LoggingLevel, type ServerNotification, type ServerRequest } from '@modelcontextprotocol/sdk/types.js';
-import { declared, type ClientChannel } from './channel.js';
-
-/** RFC 5424 severities, lowest first, as MCP names them. */
-export const LOG_LEVELS: readonly LoggingLevel[] = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
+import { declared, LOG_LEVELS, type ClientChannel } from './channel.js';
 
 /** Whether a message at `level` passes a session that asked for `minimum` (none asked: everything passes). */
 export function passes(level: unknown, minimum: LoggingLevel | undefined): boolean {
@@ -34,6 +31,10 @@ export class SessionRelay {
     this.level = level;
   }
 
+  get logLevel(): LoggingLevel | undefined {
+    return this.level;
+  }
+
   /** The channel for one tools/call of this session. */
   channel(extra: RequestHandlerExtra<ServerRequest, ServerNotification>): ClientChannel {
     return {
@@ -45,6 +46,7 @@ export class SessionRelay {
         if (method === 'notifications/message' && !passes(params.level, this.level)) return;
         void extra.sendNotification({ method, params } as ServerNotification).catch(() => {});
       },
+      level: () => this.level,
     };
   }
 }

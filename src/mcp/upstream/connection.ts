@@ -14,7 +14,8 @@ import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
 import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
-import { callAsTask, callFailure, callTool, forward } from './calls.js';
+import type { LogLevel } from '../relay/channel.js';
+import { callAsTask, callFailure, callTool, forward, setUpstreamLogLevel } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { needsPerson, Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
@@ -85,6 +86,8 @@ export class UpstreamConnection {
   private readonly log: Logger;
   /** While needs_authorization: why, as the OAuth side said when the connection was lost. */
   private authNeeded: AuthorizationNeeded | undefined;
+  /** The log level toolrouter's sessions want of its upstreams (relay/levels.ts); sent on every (re)connect. */
+  private logLevel: LogLevel | undefined;
 
   constructor(
     readonly name: string,
@@ -170,6 +173,18 @@ export class UpstreamConnection {
     if (this.state !== 'connected' || upstreamName === undefined) throw this.unavailable();
     const transform = this.listing.transform(qualifiedName);
     return { name: upstreamName, args: transform ? mapArguments(transform, args) : args, asTask: this.listing.requiresTask(qualifiedName) };
+  }
+
+  /** Tells the server the log level toolrouter's sessions want (now if connected, else once connected). */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    if (this.state === 'connected' && this.client) this.applyLogLevel(this.client);
+  }
+
+  private applyLogLevel(client: Client): void {
+    const level = this.logLevel;
+    if (level === undefined) return;
+    setUpstreamLogLevel(client, level, this.options.connectTimeoutMs).catch((error: unknown) => this.log.debug({ err: error, level }, 'logging/setLevel not taken'));
   }
 
   /** Resources, templates and prompts as last listed; none while not connected. */
@@ -340,6 +355,7 @@ export class UpstreamConnection {
       this.lastError = undefined;
       this.connectedAt = new Date();
       this.listing.publish(tools, this.about(client));
+      this.applyLogLevel(client);
       this.onStatus(this.status());
       this.onFeatures({ kind: 'lists' });
       this.log.info(

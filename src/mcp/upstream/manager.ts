@@ -5,6 +5,7 @@ import { servesUri, type UpstreamFeatures } from '../features.js';
 import { transformServer, type ToolTransform } from '../transform.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
+import type { LogLevel } from '../relay/channel.js';
 import { UserConnections } from './per-user.js';
 import {
   UpstreamError,
@@ -28,6 +29,8 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   /** Per-user OAuth servers' connections per subject, by server; made on a subject's first call. */
   private readonly userConnections = new Map<string, UserConnections>();
   private started = false;
+  /** The log level sessions want of upstreams (src/mcp/relay/levels.ts); none until a session sets one. */
+  private logLevel: LogLevel | undefined;
 
   constructor(
     private readonly catalog: Catalog,
@@ -188,6 +191,13 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     return connection.call(qualifiedName, args, options);
   }
 
+  /** Tells every upstream connection (shared and per-user, present and future) the log level sessions want. */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    for (const connection of this.connections.values()) connection.setLogLevel(level);
+    for (const users of this.userConnections.values()) users.setLogLevel(level);
+  }
+
   /** Closes a subject's connection to a per-user server (their grant was revoked). */
   async dropUser(server: string, subject: string): Promise<void> {
     await this.userConnections.get(server)?.drop(subject);
@@ -209,6 +219,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
         log: this.options.log.child({ upstream: connection.name, perUser: true }),
       });
+      if (this.logLevel !== undefined) users.setLogLevel(this.logLevel);
       this.userConnections.set(connection.name, users);
     }
     return users;
@@ -249,6 +260,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
       },
       (change) => this.emit('features', name, change),
     );
+    if (this.logLevel !== undefined) connection.setLogLevel(this.logLevel);
     this.connections.set(name, connection);
     return connection;
   }

@@ -14,7 +14,8 @@ import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
 import { IMPLEMENTATION } from '../version.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
-import { callAsTask, callFailure, callTool } from './calls.js';
+import type { LogLevel } from '../relay/channel.js';
+import { callAsTask, callFailure, callTool, setUpstreamLogLevel } from './calls.js';
 import { createTransport, terminateSession } from './transport.js';
 import { UpstreamError, withTimeout, type RemoteServerConfig, type UpstreamCallOptions } from './types.js';
 
@@ -45,6 +46,8 @@ interface Entry {
 export class UserConnections {
   private readonly entries = new Map<string, Entry>();
   private readonly sweep: NodeJS.Timeout;
+  /** The log level toolrouter's sessions want of upstreams (relay/levels.ts), as on the shared connection. */
+  private logLevel: LogLevel | undefined;
 
   constructor(
     readonly server: string,
@@ -95,6 +98,20 @@ export class UserConnections {
     }
   }
 
+  /** Tells every open user connection the log level the sessions want; connections made later get it at connect. */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    for (const entry of this.entries.values()) void entry.client.then((client) => this.applyLogLevel(client), () => {});
+  }
+
+  private applyLogLevel(client: Client): void {
+    const level = this.logLevel;
+    if (level === undefined) return;
+    setUpstreamLogLevel(client, level, this.options.connectTimeoutMs).catch((error: unknown) =>
+      this.options.log.debug({ err: error, level }, 'logging/setLevel not taken'),
+    );
+  }
+
   /** Closes a subject's connection (their grant was revoked). */
   async drop(subject: string): Promise<void> {
     const entry = this.entries.get(subject);
@@ -140,6 +157,7 @@ export class UserConnections {
       await client.close().catch(() => {});
       throw error;
     }
+    this.applyLogLevel(client);
     return client;
   }
 
