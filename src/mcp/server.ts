@@ -1,3 +1,4 @@
+import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { createHash, randomUUID } from 'node:crypto';
@@ -64,6 +65,9 @@ export const CAPABILITIES = {
   tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
 } as ServerCapabilities;
 
+/** Messages (relayed requests, log messages) one background task may have waiting for the client's tasks/result. */
+const TASK_QUEUE_SIZE = 100;
+
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
 const RESOURCE_NOT_FOUND = -32002;
 /** One session cannot make the gateway hold (and upstreams keep) unbounded subscriptions. */
@@ -92,10 +96,15 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   // This connection's tasks: bound to the caller (its key or subject) and to this connection, so neither another key
   // nor another session of the same key can see them. The SDK answers tasks/get, result, list and cancel from the store.
   const taskOwner = `${ownerOf(accessNow())} ${randomUUID()}`;
+  const taskStore = gateway.tasks.storeFor(taskOwner);
   const server = new Server(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
     instructions: instructions(gateway, accessNow()),
-    taskStore: gateway.tasks.storeFor(taskOwner),
+    taskStore,
+    // What a background task's upstream asks or logs waits here for the client's tasks/result, which delivers it
+    // (MCP 2025-11-25 tasks, input_required): one queue per session, bounded per task.
+    taskMessageQueue: new InMemoryTaskMessageQueue(),
+    maxTaskQueueSize: TASK_QUEUE_SIZE,
   });
   const feedback = new McpFeedback(gateway.searches, () => accessNow().scope);
 
@@ -110,11 +119,15 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   Protocol.prototype.setRequestHandler.call(server, loose(CallToolRequestSchema), async (raw, extra): Promise<CallToolResult | CreateTaskResult> => {
     const params = parseParams(CallToolRequestSchema, raw).params;
     if (params.task !== undefined) {
-      // Answered at once with the task; the call runs on without this request's stream, so nothing can be relayed to
-      // the client during it (an upstream's question is refused with a clear error) and progress is not sent.
+      // Answered at once with the task; the call runs on without this request's stream. What its upstream asks
+      // (elicitation, sampling) puts the task in input_required and reaches the client through tasks/result, with the
+      // related-task metadata; log messages go the same way. Progress is not sent.
       const access = accessNow();
       const task = startTask(() =>
-        gateway.tasks.start(taskOwner, params.task?.ttl, (signal) => callTool(gateway, params, { signal, notify: async () => {} }, access, feedback, log)),
+        gateway.tasks.start(taskOwner, params.task?.ttl, (signal, taskId) => {
+          const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
+          return callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: session.taskChannel(taskId, status) } }, access, feedback, log);
+        }),
       );
       return { task };
     }

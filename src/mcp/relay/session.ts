@@ -49,4 +49,32 @@ export class SessionRelay {
       level: () => this.level,
     };
   }
+
+  /**
+   * The channel for a tools/call running as a background task (MCP 2025-11-25): there is no request stream to relay
+   * on, so requests and notifications are queued for the task (related-task metadata) and delivered when the client
+   * calls tasks/result; while a request waits for its answer the task says `input_required`, then `working` again.
+   */
+  taskChannel(taskId: string, status: (status: 'working' | 'input_required') => void): ClientChannel {
+    let waiting = 0;
+    const relatedTask = { taskId };
+    return {
+      id: this.id,
+      supports: (feature) => declared(this.server.getClientCapabilities(), feature),
+      request: async (method, params, signal) => {
+        if (waiting++ === 0) status('input_required');
+        try {
+          return (await this.server.request({ method, params } as ServerRequest, ResultSchema, { signal, timeout: this.timeoutMs, relatedTask })) as Record<string, unknown>;
+        } finally {
+          if (--waiting === 0) status('working');
+        }
+      },
+      notify: (method, params) => {
+        if (method === 'notifications/message' && !passes(params.level, this.level)) return;
+        // A full queue (a client that never fetches the result) drops the message.
+        void this.server.notification({ method, params } as ServerNotification, { relatedTask }).catch(() => {});
+      },
+      level: () => this.level,
+    };
+  }
 }

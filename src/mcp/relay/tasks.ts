@@ -66,7 +66,7 @@ export class GatewayTasks {
    * Starts `work` as a task of `owner`; returns the task as created (status working). The work gets a signal that
    * aborts when the task is cancelled, expires or its owner goes away; its result (or failure) is kept for tasks/result.
    */
-  start(owner: string, requestedTtl: number | null | undefined, work: (signal: AbortSignal) => Promise<Result>): Task {
+  start(owner: string, requestedTtl: number | null | undefined, work: (signal: AbortSignal, taskId: string) => Promise<Result>): Task {
     this.makeRoom(owner);
     const ttl = Math.min(Math.max(1, requestedTtl ?? this.options.defaultTtlMs), this.options.maxTtlMs);
     const now = new Date().toISOString();
@@ -74,7 +74,7 @@ export class GatewayTasks {
     const entry: Entry = { owner, task, result: undefined, abort: new AbortController(), expiry: setTimeout(() => this.forget(task.taskId), ttl) };
     entry.expiry.unref();
     this.entries.set(task.taskId, entry);
-    void work(entry.abort.signal).then(
+    void work(entry.abort.signal, task.taskId).then(
       (result) => this.finish(entry, 'completed', result),
       (error: unknown) => this.finish(entry, 'failed', undefined, error instanceof Error ? error.message : String(error)),
     );

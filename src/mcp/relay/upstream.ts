@@ -50,7 +50,7 @@ export function installRelayHandlers(client: Client, registry: CallRegistry, log
     }
     const channel = attributed.scope.channel;
     const feature = featureOf(method, params);
-    if (!channel) throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the caller cannot be asked anything on the route it came by (REST, or a call running as a background task)`);
+    if (!channel) throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the caller cannot be asked anything on the route it came by (REST: no client to ask)`);
     if (!channel.supports(feature)) {
       throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the calling client did not declare ${feature.replace('.', ' (')}${feature.includes('.') ? ')' : ''} support`);
     }
