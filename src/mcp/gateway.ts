@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from './relay/tasks.js';
 import { LogLevels } from './relay/levels.js';
+import { TaskInputs } from './relay/task-inputs.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -115,6 +116,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   readonly tasks: GatewayTasks;
   /** The log levels sessions set (logging/setLevel), forwarded to upstreams as the most verbose of them (relay/levels.ts). */
   readonly logLevels: LogLevels;
+  /** What upstreams ask during 2026-07-28 tasks, until tasks/update answers it (relay/task-inputs.ts). */
+  readonly taskInputs = new TaskInputs();
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -409,6 +412,15 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         ),
       access,
     );
+  }
+
+  /**
+   * Whether a tools/call (directly, or through call_tool) is of a tool its server runs only as a task: on 2026-07-28 a
+   * client that declared the tasks extension is then answered with a task (src/mcp/relay/task-inputs.ts).
+   */
+  isLongJob(name: string, args: Record<string, unknown> | undefined): boolean {
+    const target = name === this.settings.callToolName ? args?.name : name;
+    return typeof target === 'string' && this.upstreams.requiresTask(target);
   }
 
   /** Resources, templates and prompts of the servers the caller may use (namespaced names). */

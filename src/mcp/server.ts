@@ -228,7 +228,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
 }
 
 /** Starts a task; a full store is the client's problem to solve (wait, cancel): a JSON-RPC error saying so. */
-function startTask<T>(start: () => T): T {
+export function startTask<T>(start: () => T): T {
   try {
     return start();
   } catch (error) {

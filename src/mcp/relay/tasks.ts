@@ -51,6 +51,8 @@ interface Entry {
   owner: string;
   task: Task;
   result: Result | undefined;
+  /** Why the work failed, as a JSON-RPC error (the 2026-07-28 extension shows it on a failed task). */
+  error?: { code: number; message: string };
   abort: AbortController;
   expiry: NodeJS.Timeout;
 }
@@ -76,9 +78,20 @@ export class GatewayTasks {
     this.entries.set(task.taskId, entry);
     void work(entry.abort.signal, task.taskId).then(
       (result) => this.finish(entry, 'completed', result),
-      (error: unknown) => this.finish(entry, 'failed', undefined, error instanceof Error ? error.message : String(error)),
+      (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        const code = (error as { code?: unknown } | undefined)?.code;
+        if (!TERMINAL.has(entry.task.status)) entry.error = { code: typeof code === 'number' && Number.isSafeInteger(code) ? code : -32603, message };
+        this.finish(entry, 'failed', undefined, message);
+      },
     );
     return { ...task };
+  }
+
+  /** Why an owner's failed task failed (a JSON-RPC error); undefined for another owner's task or one that did not fail. */
+  failureOf(owner: string, taskId: string): { code: number; message: string } | undefined {
+    const entry = this.entries.get(taskId);
+    return entry?.owner === owner && entry.task.status === 'failed' ? entry.error : undefined;
   }
 
   /** The SDK TaskStore of one owner: every lookup sees only that owner's tasks (the SDK's sessionId is not used). */

@@ -187,6 +187,11 @@ export class UpstreamConnection {
     setUpstreamLogLevel(client, level, this.options.connectTimeoutMs).catch((error: unknown) => this.log.debug({ err: error, level }, 'logging/setLevel not taken'));
   }
 
+  /** Whether the server runs this tool only as a task (execution.taskSupport "required"). */
+  requiresTask(qualifiedName: string): boolean {
+    return this.listing.requiresTask(qualifiedName);
+  }
+
   /** Resources, templates and prompts as last listed; none while not connected. */
   offered(): UpstreamFeatures {
     return this.state === 'connected' ? this.features : NO_FEATURES;

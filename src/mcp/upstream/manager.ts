@@ -198,6 +198,12 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     for (const users of this.userConnections.values()) users.setLogLevel(level);
   }
 
+  /** Whether the tool's server runs it only as a task (execution.taskSupport "required" upstream): a long job. */
+  requiresTask(qualifiedName: string): boolean {
+    const source = this.catalog.get(qualifiedName)?.source;
+    return source !== undefined && (this.connections.get(source)?.requiresTask(qualifiedName) ?? false);
+  }
+
   /** Closes a subject's connection to a per-user server (their grant was revoked). */
   async dropUser(server: string, subject: string): Promise<void> {
     await this.userConnections.get(server)?.drop(subject);
