@@ -375,6 +375,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       onProgress?: (progress: UpstreamProgress) => void;
       /** The caller's client channel: the upstream's elicitation, sampling and logs during the call reach it. */
       relay?: RelayContext;
+      /** The caller runs this call as a task: an upstream that can run the tool as a task does so (calls.ts runsAsTask). */
+      asTask?: boolean;
     } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
@@ -408,6 +410,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
             meta,
             subject: access.subject,
             ...(options.relay ? { relay: options.relay } : {}),
+            ...(options.asTask ? { asTask: true } : {}),
           }),
         ),
       access,

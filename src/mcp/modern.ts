@@ -188,7 +188,14 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
           gateway.tasks.start(taskOwner, undefined, async (signal, taskId) => {
             const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
             try {
-              return await callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: gateway.taskInputs.channel(taskId, supports, status) } }, access, feedback, log);
+              return await callTool(
+                gateway,
+                params,
+                { signal, notify: async () => {}, relay: { channel: gateway.taskInputs.channel(taskId, supports, status) }, asTask: true },
+                access,
+                feedback,
+                log,
+              );
             } finally {
               gateway.taskInputs.drop(taskId);
             }

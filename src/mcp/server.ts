@@ -126,7 +126,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
       const task = startTask(() =>
         gateway.tasks.start(taskOwner, params.task?.ttl, (signal, taskId) => {
           const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
-          return callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: session.taskChannel(taskId, status) } }, access, feedback, log);
+          return callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: session.taskChannel(taskId, status) }, asTask: true }, access, feedback, log);
         }),
       );
       return { task };
@@ -244,6 +244,8 @@ export interface CallContext {
   notify(notification: { method: 'notifications/progress'; params: Record<string, unknown> }): Promise<void>;
   /** The calling client, for what the upstream asks or tells during the call (src/mcp/relay/); none: refused. */
   relay?: RelayContext;
+  /** The call runs as a task of toolrouter's (background): passed on to upstreams that can run the tool as a task. */
+  asTask?: boolean;
 }
 
 /** tools/list (with SEP-1821 `query`) for one caller; `notes` says which upstreams the answer is missing. */
@@ -440,8 +442,8 @@ async function forward(
   }
 }
 
-function relayOf(context: CallContext): { relay?: RelayContext } {
-  return context.relay ? { relay: context.relay } : {};
+function relayOf(context: CallContext): { relay?: RelayContext; asTask?: boolean } {
+  return { ...(context.relay ? { relay: context.relay } : {}), ...(context.asTask ? { asTask: true } : {}) };
 }
 
 /**

@@ -26,6 +26,19 @@ export async function setUpstreamLogLevel(client: Client, level: LogLevel, timeo
   await client.setLoggingLevel(level, { timeout: timeoutMs });
 }
 
+/**
+ * Whether a call goes out task-augmented: always for a tool the upstream runs only as a task; for one it can run
+ * either way, when the caller itself runs the call as a task and the upstream (a 2025-era connection: the 2026-07-28
+ * revision has no tasks in core) declares tasks for tools/call. The upstream then keeps the work as a task of its own,
+ * and toolrouter waits for it with tasks/result rather than one long request.
+ */
+export function runsAsTask(client: Client, taskSupport: 'required' | 'optional' | undefined, options: UpstreamCallOptions): boolean {
+  if (taskSupport === 'required') return true;
+  if (taskSupport !== 'optional' || !options.asTask || client.getProtocolEra() === 'modern') return false;
+  const tasks = (client.getServerCapabilities() as { tasks?: { requests?: { tools?: { call?: unknown } } } } | undefined)?.tasks;
+  return tasks?.requests?.tools?.call !== undefined;
+}
+
 /** tools/call under the upstream's own name; the result comes back as the upstream gave it. */
 export async function callTool(client: Client, name: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
   // request() rather than callTool(): callTool also checks structured output against the tool's outputSchema, and a

@@ -15,7 +15,7 @@ import { IMPLEMENTATION } from '../version.js';
 import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
 import type { LogLevel } from '../relay/channel.js';
-import { callAsTask, callFailure, callTool, forward, setUpstreamLogLevel } from './calls.js';
+import { callAsTask, callFailure, callTool, forward, runsAsTask, setUpstreamLogLevel } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { needsPerson, Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
@@ -156,7 +156,7 @@ export class UpstreamConnection {
     try {
       const transform = this.listing.transform(qualifiedName);
       const mapped = transform ? mapArguments(transform, args) : args;
-      const asTask = this.listing.requiresTask(qualifiedName);
+      const asTask = runsAsTask(client, this.taskSupport(qualifiedName), options);
       return await this.calls.run(options.relay?.channel, () => (asTask ? callAsTask : callTool)(client, upstreamName, mapped, options));
     } catch (error) {
       throw this.failure(error, `"${qualifiedName}"`, generation, options);
@@ -168,11 +168,14 @@ export class UpstreamConnection {
    * as a task, for a call sent on another connection to the same server (a user's own, upstream/per-user.ts). Throws
    * while this one is not connected.
    */
-  upstreamCall(qualifiedName: string, args: Record<string, unknown> | undefined): { name: string; args: Record<string, unknown> | undefined; asTask: boolean } {
+  upstreamCall(
+    qualifiedName: string,
+    args: Record<string, unknown> | undefined,
+  ): { name: string; args: Record<string, unknown> | undefined; taskSupport: 'required' | 'optional' | undefined } {
     const upstreamName = this.listing.upstreamName(qualifiedName);
     if (this.state !== 'connected' || upstreamName === undefined) throw this.unavailable();
     const transform = this.listing.transform(qualifiedName);
-    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args, asTask: this.listing.requiresTask(qualifiedName) };
+    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args, taskSupport: this.taskSupport(qualifiedName) };
   }
 
   /** Tells the server the log level toolrouter's sessions want (now if connected, else once connected). */
@@ -190,6 +193,11 @@ export class UpstreamConnection {
   /** Whether the server runs this tool only as a task (execution.taskSupport "required"). */
   requiresTask(qualifiedName: string): boolean {
     return this.listing.requiresTask(qualifiedName);
+  }
+
+  /** The tool's execution.taskSupport as the server listed it ("forbidden" and absent alike: undefined). */
+  private taskSupport(qualifiedName: string): 'required' | 'optional' | undefined {
+    return this.listing.requiresTask(qualifiedName) ? 'required' : this.listing.offersTask(qualifiedName) ? 'optional' : undefined;
   }
 
   /** Resources, templates and prompts as last listed; none while not connected. */

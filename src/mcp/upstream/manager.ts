@@ -186,7 +186,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     // A per-user server: a caller with a subject goes out with their own grant, never the shared one.
     if (options.subject !== undefined && 'url' in connection.config && this.options.users?.perUser(connection.name)) {
       const call = connection.upstreamCall(qualifiedName, args);
-      return this.usersOf(connection).call(options.subject, call.name, call.args, options, call.asTask);
+      return this.usersOf(connection).call(options.subject, call.name, call.args, options, call.taskSupport);
     }
     return connection.call(qualifiedName, args, options);
   }

@@ -15,7 +15,7 @@ import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
 import { IMPLEMENTATION } from '../version.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import type { LogLevel } from '../relay/channel.js';
-import { callAsTask, callFailure, callTool, setUpstreamLogLevel } from './calls.js';
+import { callAsTask, callFailure, callTool, runsAsTask, setUpstreamLogLevel } from './calls.js';
 import { createTransport, terminateSession } from './transport.js';
 import { UpstreamError, withTimeout, type RemoteServerConfig, type UpstreamCallOptions } from './types.js';
 
@@ -63,10 +63,16 @@ export class UserConnections {
   }
 
   /**
-   * Calls `upstreamName` as `subject` (as a task upstream when `asTask`: a tool that requires one); without their grant,
-   * throws UrlElicitationRequiredError (no call is sent).
+   * Calls `upstreamName` as `subject` (as a task upstream when the tool's `taskSupport` asks for it: calls.ts
+   * runsAsTask); without their grant, throws UrlElicitationRequiredError (no call is sent).
    */
-  async call(subject: string, upstreamName: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions, asTask = false): Promise<CallToolResult> {
+  async call(
+    subject: string,
+    upstreamName: string,
+    args: Record<string, unknown> | undefined,
+    options: UpstreamCallOptions,
+    taskSupport?: 'required' | 'optional',
+  ): Promise<CallToolResult> {
     const auth = this.options.grants.userAuth(this.server, subject);
     if (!auth) throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" is not a per-user server`, 1, this.server);
     if (!(await auth.hasGrant())) throw await this.elicitation(subject);
@@ -83,6 +89,7 @@ export class UserConnections {
         throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" could not be reached as this user: ${describeUpstreamError(error)}`, 1, this.server);
       }
       try {
+        const asTask = runsAsTask(client, taskSupport, options);
         return await entry.calls.run(options.relay?.channel, () => (asTask ? callAsTask : callTool)(client, upstreamName, args, options));
       } catch (error) {
         // The grant stopped working under the call (refused and not renewable): the user authorizes again.
