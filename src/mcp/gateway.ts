@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from './relay/tasks.js';
+import { LogLevels } from './relay/levels.js';
+import { TaskInputs } from './relay/task-inputs.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -112,6 +114,10 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   readonly searches: SearchLedger;
   /** Tasks clients asked for with a task-augmented tools/call (MCP 2025-11-25), per caller and session (relay/tasks.ts). */
   readonly tasks: GatewayTasks;
+  /** The log levels sessions set (logging/setLevel), forwarded to upstreams as the most verbose of them (relay/levels.ts). */
+  readonly logLevels: LogLevels;
+  /** What upstreams ask during 2026-07-28 tasks, until tasks/update answers it (relay/task-inputs.ts). */
+  readonly taskInputs = new TaskInputs();
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -130,6 +136,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     super();
     this.searches = new SearchLedger(() => this.feedback, log);
     this.tasks = new GatewayTasks({ ...DEFAULT_TASKS_OPTIONS, ...settings.tasks });
+    this.logLevels = new LogLevels((level) => upstreams.setLogLevel(level));
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.
     this.setMaxListeners(0);
@@ -368,6 +375,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       onProgress?: (progress: UpstreamProgress) => void;
       /** The caller's client channel: the upstream's elicitation, sampling and logs during the call reach it. */
       relay?: RelayContext;
+      /** The caller runs this call as a task: an upstream that can run the tool as a task does so (calls.ts runsAsTask). */
+      asTask?: boolean;
     } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
@@ -401,10 +410,20 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
             meta,
             subject: access.subject,
             ...(options.relay ? { relay: options.relay } : {}),
+            ...(options.asTask ? { asTask: true } : {}),
           }),
         ),
       access,
     );
+  }
+
+  /**
+   * Whether a tools/call (directly, or through call_tool) is of a tool its server runs only as a task: on 2026-07-28 a
+   * client that declared the tasks extension is then answered with a task (src/mcp/relay/task-inputs.ts).
+   */
+  isLongJob(name: string, args: Record<string, unknown> | undefined): boolean {
+    const target = name === this.settings.callToolName ? args?.name : name;
+    return typeof target === 'string' && this.upstreams.requiresTask(target);
   }
 
   /** Resources, templates and prompts of the servers the caller may use (namespaced names). */

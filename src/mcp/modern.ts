@@ -23,8 +23,10 @@ import { McpFeedback } from './feedback-capture.js';
 import { describeIssues } from './params.js';
 import { declared } from './relay/channel.js';
 import { InputRounds } from './relay/rounds.js';
+import { declaresTasks, detailedTask, TASKS_EXTENSION } from './relay/task-inputs.js';
+import { ownerOf } from './relay/tasks.js';
 import type { McpGateway } from './gateway.js';
-import { callTool, featureSignature, instructions, listTools, rpc, UPSTREAMS_META, type CallContext } from './server.js';
+import { callTool, featureSignature, instructions, listTools, rpc, startTask, UPSTREAMS_META, type CallContext } from './server.js';
 import { IMPLEMENTATION } from './version.js';
 import { URL_ELICITATION_REQUIRED } from './oauth/elicitation.js';
 
@@ -52,7 +54,30 @@ const MODERN_CAPABILITIES = {
   resources: { listChanged: true },
   prompts: { listChanged: true },
   completions: {},
+  // The tasks extension (SEP-2663): a tools/call of a tool its server runs only as a task is answered with a task for
+  // a client that declared the extension on the request; tasks/get, tasks/update, tasks/cancel (src/mcp/relay/task-inputs.ts).
+  extensions: { [TASKS_EXTENSION]: {} },
 } as ServerCapabilities;
+
+/** tasks/get, tasks/update and tasks/cancel params (the extension's own methods: the SDK has no schemas for them). */
+const TaskIdParams = z.looseObject({ taskId: z.string().min(1) });
+const UpdateTaskParams = z.looseObject({ taskId: z.string().min(1), inputResponses: z.record(z.string(), z.unknown()).optional() });
+
+/**
+ * A tools/call answered with a task (`resultType: "task"`): thrown past the SDK's tools/call result check, which knows
+ * only CallToolResult and input-required results and would strip a CreateTaskResult's fields, and returned as it is.
+ */
+class TaskCreated extends Error {
+  constructor(readonly result: Result) {
+    super('task created');
+  }
+}
+
+/** -32021 for a tasks/* request whose client did not declare the extension on it, as the extension requires. */
+function requireTasksExtension(ctx: ServerContext): void {
+  if (declaresTasks((ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY])) return;
+  throw new ProtocolError(-32021, 'Missing required client capability', { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
+}
 
 /** tools/call params (the `_meta` envelope is lifted out by the SDK before the handler). */
 const CallParams = z.looseObject({ name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional() });
@@ -116,6 +141,7 @@ class ReadableParamsServer extends Server {
       try {
         return await wrapped(request, ctx);
       } catch (error) {
+        if (error instanceof TaskCreated) return error.result;
         const checked = error instanceof ProtocolError && error.code === -32602 ? CallParams.safeParse(request.params ?? {}) : undefined;
         if (checked && !checked.success) throw new ProtocolError(-32602, `invalid params for tools/call: ${describeIssues(checked.error.issues, ['params'])}`);
         throw error;
@@ -133,6 +159,9 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
   const server = new ReadableParamsServer(IMPLEMENTATION, { capabilities: MODERN_CAPABILITIES, instructions: instructions(gateway, access) });
   // Stateless: no session history; pairing comes from the search id or this key's recent searches.
   const feedback = new McpFeedback(gateway.searches, () => access.scope, false);
+  // Tasks of the 2026-07-28 extension belong to the caller's key (or subject): no session on this revision.
+  const taskOwner = `${ownerOf(access)} 2026-07-28`;
+  const taskStore = gateway.tasks.storeFor(taskOwner);
 
   // With its own params schema: the SDK's tools/list schema would strip SEP-1821's `query` before the handler sees it.
   server.setRequestHandler('tools/list', { params: ListToolsParams }, async (params) =>
@@ -150,6 +179,30 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         notify: (notification) => ctx.mcpReq.notify(notification),
       };
       const params = request.params as { name: string; arguments?: Record<string, unknown>; _meta?: Record<string, unknown> };
+      const capabilities = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY];
+      if (declaresTasks(capabilities) && ctx.mcpReq.requestState() === undefined && gateway.isLongJob(params.name, params.arguments)) {
+        // A job its server runs only as a task: answered at once with a task of this key; what the upstream asks
+        // meanwhile waits in the task's inputRequests for tasks/update. Progress and log messages are not carried.
+        const supports = (feature: Parameters<typeof declared>[1]) => declared(capabilities as never, feature);
+        const task = startTask(() =>
+          gateway.tasks.start(taskOwner, undefined, async (signal, taskId) => {
+            const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
+            try {
+              return await callTool(
+                gateway,
+                params,
+                { signal, notify: async () => {}, relay: { channel: gateway.taskInputs.channel(taskId, supports, status) }, asTask: true },
+                access,
+                feedback,
+                log,
+              );
+            } finally {
+              gateway.taskInputs.drop(taskId);
+            }
+          }),
+        );
+        throw new TaskCreated({ resultType: 'task', ...detailedTask(task, {}) });
+      }
       try {
         if (!rounds) return (await callTool(gateway, params, context, access, feedback, log)) as CallToolResult;
         // What the upstream asks during the call comes back as input-required rounds (src/mcp/relay/rounds.ts).
@@ -169,6 +222,39 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
       } catch (error) {
         return authorizationRequest(error, ctx.mcpReq.inputResponses);
       }
+    }),
+  );
+  server.setRequestHandler('tasks/get', { params: TaskIdParams }, async ({ taskId }, ctx) =>
+    v2(async () => {
+      requireTasksExtension(ctx);
+      const task = await taskStore.getTask(taskId);
+      if (!task) throw new ProtocolError(-32602, 'Failed to retrieve task: Task not found');
+      const result = task.status === 'completed' ? await taskStore.getTaskResult(taskId) : undefined;
+      const failure = gateway.tasks.failureOf(taskOwner, taskId);
+      return detailedTask(task, {
+        inputRequests: gateway.taskInputs.outstanding(taskId),
+        ...(result ? { result } : {}),
+        ...(failure ? { error: failure } : {}),
+      }) as never;
+    }),
+  );
+  server.setRequestHandler('tasks/update', { params: UpdateTaskParams }, async ({ taskId, inputResponses }, ctx) =>
+    v2(async () => {
+      requireTasksExtension(ctx);
+      if (!(await taskStore.getTask(taskId))) throw new ProtocolError(-32602, 'Failed to update task: Task not found');
+      // The SDK lifts `inputResponses` out of every request's params (its multi-round-trip field) into the context.
+      const responses = inputResponses ?? (ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      if (responses === undefined || typeof responses !== 'object') throw new ProtocolError(-32602, 'invalid params for tasks/update: params.inputResponses: expected an object');
+      gateway.taskInputs.answer(taskId, responses);
+      return {} as never;
+    }),
+  );
+  server.setRequestHandler('tasks/cancel', { params: TaskIdParams }, async ({ taskId }, ctx) =>
+    v2(async () => {
+      requireTasksExtension(ctx);
+      if (!(await taskStore.getTask(taskId))) throw new ProtocolError(-32602, 'Failed to cancel task: Task not found');
+      await taskStore.updateTaskStatus(taskId, 'cancelled');
+      return {} as never;
     }),
   );
   server.setRequestHandler('resources/list', async (request) =>

@@ -71,7 +71,7 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
     if (body.task !== undefined) {
       const access = accessOf(res);
       // The call's failure (a GatewayError) becomes the task's failure; its message is kept for the result.
-      const task = gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal }));
+      const task = gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal, asTask: true }));
       return res.status(202).json({ task });
     }
     // A result with isError: true is the tool's own answer and passes through with 200.

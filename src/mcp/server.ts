@@ -1,3 +1,4 @@
+import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { createHash, randomUUID } from 'node:crypto';
@@ -64,6 +65,9 @@ export const CAPABILITIES = {
   tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
 } as ServerCapabilities;
 
+/** Messages (relayed requests, log messages) one background task may have waiting for the client's tasks/result. */
+const TASK_QUEUE_SIZE = 100;
+
 /** JSON-RPC code for a resource that no allowed server serves (the code the MCP specification gives it). */
 const RESOURCE_NOT_FOUND = -32002;
 /** One session cannot make the gateway hold (and upstreams keep) unbounded subscriptions. */
@@ -92,10 +96,15 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   // This connection's tasks: bound to the caller (its key or subject) and to this connection, so neither another key
   // nor another session of the same key can see them. The SDK answers tasks/get, result, list and cancel from the store.
   const taskOwner = `${ownerOf(accessNow())} ${randomUUID()}`;
+  const taskStore = gateway.tasks.storeFor(taskOwner);
   const server = new Server(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
     instructions: instructions(gateway, accessNow()),
-    taskStore: gateway.tasks.storeFor(taskOwner),
+    taskStore,
+    // What a background task's upstream asks or logs waits here for the client's tasks/result, which delivers it
+    // (MCP 2025-11-25 tasks, input_required): one queue per session, bounded per task.
+    taskMessageQueue: new InMemoryTaskMessageQueue(),
+    maxTaskQueueSize: TASK_QUEUE_SIZE,
   });
   const feedback = new McpFeedback(gateway.searches, () => accessNow().scope);
 
@@ -110,11 +119,15 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   Protocol.prototype.setRequestHandler.call(server, loose(CallToolRequestSchema), async (raw, extra): Promise<CallToolResult | CreateTaskResult> => {
     const params = parseParams(CallToolRequestSchema, raw).params;
     if (params.task !== undefined) {
-      // Answered at once with the task; the call runs on without this request's stream, so nothing can be relayed to
-      // the client during it (an upstream's question is refused with a clear error) and progress is not sent.
+      // Answered at once with the task; the call runs on without this request's stream. What its upstream asks
+      // (elicitation, sampling) puts the task in input_required and reaches the client through tasks/result, with the
+      // related-task metadata; log messages go the same way. Progress is not sent.
       const access = accessNow();
       const task = startTask(() =>
-        gateway.tasks.start(taskOwner, params.task?.ttl, (signal) => callTool(gateway, params, { signal, notify: async () => {} }, access, feedback, log)),
+        gateway.tasks.start(taskOwner, params.task?.ttl, (signal, taskId) => {
+          const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
+          return callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: session.taskChannel(taskId, status) }, asTask: true }, access, feedback, log);
+        }),
       );
       return { task };
     }
@@ -128,7 +141,10 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     );
   });
   server.setRequestHandler(loose(SetLevelRequestSchema), async (raw) => {
-    session.setLevel(parseParams(SetLevelRequestSchema, raw).params.level);
+    const { level } = parseParams(SetLevelRequestSchema, raw).params;
+    session.setLevel(level);
+    // Upstreams are told the most verbose level any session wants; this session's channel filters to its own.
+    gateway.logLevels.set(session.id, level);
     return {};
   });
 
@@ -201,6 +217,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const previousOnClose = server.onclose;
   server.onclose = () => {
     gateway.tasks.dropOwner(taskOwner);
+    gateway.logLevels.drop(session.id);
     gateway.off('listChanged', onListChanged);
     gateway.off('featuresChanged', onFeatures);
     for (const [uri, owner] of subscriptions) void gateway.unsubscribe(uri, owner).catch(() => {});
@@ -211,7 +228,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
 }
 
 /** Starts a task; a full store is the client's problem to solve (wait, cancel): a JSON-RPC error saying so. */
-function startTask<T>(start: () => T): T {
+export function startTask<T>(start: () => T): T {
   try {
     return start();
   } catch (error) {
@@ -227,6 +244,8 @@ export interface CallContext {
   notify(notification: { method: 'notifications/progress'; params: Record<string, unknown> }): Promise<void>;
   /** The calling client, for what the upstream asks or tells during the call (src/mcp/relay/); none: refused. */
   relay?: RelayContext;
+  /** The call runs as a task of toolrouter's (background): passed on to upstreams that can run the tool as a task. */
+  asTask?: boolean;
 }
 
 /** tools/list (with SEP-1821 `query`) for one caller; `notes` says which upstreams the answer is missing. */
@@ -423,8 +442,8 @@ async function forward(
   }
 }
 
-function relayOf(context: CallContext): { relay?: RelayContext } {
-  return context.relay ? { relay: context.relay } : {};
+function relayOf(context: CallContext): { relay?: RelayContext; asTask?: boolean } {
+  return { ...(context.relay ? { relay: context.relay } : {}), ...(context.asTask ? { asTask: true } : {}) };
 }
 
 /**

@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
+  CreateTaskResultSchema,
   ErrorCode,
   McpError,
   ResourceListChangedNotificationSchema,
@@ -228,6 +229,23 @@ describe('gateway features: progress, cancellation, resources, prompts, tasks, k
     assert.equal(rest.body.content[0].text, 'job 9 done');
     const status = api.router.mcp.upstreams.status().find((server) => server.name === 'feat')!;
     assert.ok(!status.skipped.some((line) => /long_job/.test(line)), status.skipped.join('; '));
+  });
+
+  it('a caller\'s task of a tool the upstream can run as a task runs as a task upstream too; a plain call stays plain', async () => {
+    assert.equal(textOf(await client.callTool({ name: 'feat__maybe_job', arguments: { n: 1 } })), 'job 1: plain call');
+    for (const [n, params] of [
+      [2, { name: 'feat__maybe_job', arguments: { n: 2 } }],
+      [3, { name: 'call_tool', arguments: { name: 'feat__maybe_job', arguments: { n: 3 } } }],
+    ] as const) {
+      const created = await client.request({ method: 'tools/call', params: { ...params, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
+      const result = await client.request({ method: 'tasks/result', params: { taskId: created.task.taskId } }, CallToolResultSchema, { timeout: 20_000 });
+      assert.equal(textOf(result), `job ${n}: task`);
+    }
+    const rest = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: ADMIN_KEY, body: { name: 'feat__maybe_job', arguments: { n: 4 }, task: {} } });
+    assert.equal(rest.status, 202, JSON.stringify(rest.body));
+    await waitFor('REST task done', async () => (await call(api.url, 'GET', `/mcp-rest/tasks/${rest.body.task.taskId}`, { key: ADMIN_KEY })).body.task?.status === 'completed');
+    const done = await call(api.url, 'GET', `/mcp-rest/tasks/${rest.body.task.taskId}/result`, { key: ADMIN_KEY });
+    assert.equal(textOf(done.body.result), 'job 4: task');
   });
 
   it('REST search reads "regex:" and "select:" exactly as search_tools does', async () => {

@@ -1,9 +1,18 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, CancelTaskResultSchema, CreateTaskResultSchema, GetTaskResultSchema, ListTasksResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  CallToolResultSchema,
+  CancelTaskResultSchema,
+  CreateMessageRequestSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  GetTaskResultSchema,
+  ListTasksResultSchema,
+  RELATED_TASK_META_KEY,
+} from '@modelcontextprotocol/sdk/types.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from '../helpers/keys.js';
 import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';
@@ -89,11 +98,65 @@ describe('client-initiated tasks on a 2025-11-25 session: task-augmented tools/c
     assert.equal(result.isError, true);
   });
 
-  it('an upstream question during a background task is refused at once with a reason (no request stream to ask on), not left hanging', async () => {
+  it('an upstream question during a background task: the task goes input_required, tasks/result delivers it with the related task, the answer resumes the call', async () => {
+    const asked: { message: string; related: unknown }[] = [];
+    const asker = new Client({ name: 'tasks-asker', version: '1.0.0' }, { capabilities: { elicitation: { form: {} }, sampling: {} } });
+    asker.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push({ message: request.params.message, related: request.params._meta?.[RELATED_TASK_META_KEY] });
+      return { action: 'accept', content: { name: 'dana' } };
+    });
+    asker.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+      asked.push({ message: 'sampling', related: request.params._meta?.[RELATED_TASK_META_KEY] });
+      return { role: 'assistant', model: 'dana-model', content: { type: 'text', text: 'short' } };
+    });
+    await asker.connect(new StreamableHTTPClientTransport(new URL(`${api.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${keyA}` } } }));
+    try {
+      // By hand, as the specification describes it: create, poll, see input_required, fetch the result.
+      const created = await asker.request({ method: 'tools/call', params: { name: 'relay__ask_name', arguments: { label: 'bg' }, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
+      const { taskId } = created.task;
+      await waitFor('task input_required', async () => (await getTask(asker, taskId)).status === 'input_required');
+      assert.equal(asked.length, 0, 'nothing is sent before the client asks for the result');
+      const result = await asker.request({ method: 'tasks/result', params: { taskId } }, CallToolResultSchema, { timeout: 20_000 });
+      assert.equal(textOf(result), 'bg: hello dana', JSON.stringify(result));
+      assert.deepEqual(asked, [{ message: 'bg: what is your name?', related: { taskId } }]);
+      assert.equal((await getTask(asker, taskId)).status, 'completed');
+
+      // The SDK's task stream, through call_tool, with sampling.
+      const messages: string[] = [];
+      let final: unknown;
+      for await (const message of asker.experimental.tasks.callToolStream(
+        { name: 'call_tool', arguments: { name: 'relay__summarize', arguments: { text: 'a long story' } } },
+        CallToolResultSchema,
+        { task: { ttl: 60_000 } },
+      )) {
+        messages.push(message.type === 'taskStatus' ? `status ${message.task.status}` : message.type);
+        if (message.type === 'result') final = message.result;
+        if (message.type === 'error') assert.fail(String(message.error));
+      }
+      assert.equal(textOf(final), 'summary: short (model dana-model)', JSON.stringify(final));
+      assert.equal(messages[0], 'taskCreated');
+      assert.equal(messages.at(-1), 'result');
+      assert.equal(asked.at(-1)?.message, 'sampling');
+      assert.ok((asked.at(-1)?.related as { taskId?: string } | undefined)?.taskId, 'sampling carried its related task');
+    } finally {
+      await asker.close();
+    }
+  });
+
+  it('a background task whose client did not declare the capability: the upstream is refused at once, the task ends with its answer', async () => {
     const created = await mine.request({ method: 'tools/call', params: { name: 'relay__ask_name', arguments: { label: 'bg' }, task: {} } }, CreateTaskResultSchema);
     const result = await mine.request({ method: 'tasks/result', params: { taskId: created.task.taskId } }, CallToolResultSchema, { timeout: 10_000 });
     assert.equal(result.isError, true, JSON.stringify(result));
-    assert.match(textOf(result), /background task/);
+    assert.match(textOf(result), /did not declare elicitation \(form\)/);
+  });
+
+  it('a REST task cannot be asked anything: the upstream is refused with a reason naming REST', async () => {
+    const started = await call(api.url, 'POST', '/mcp-rest/tools/call', { key: keyA, body: { name: 'relay__ask_name', arguments: { label: 'rest' }, task: {} } });
+    assert.equal(started.status, 202, JSON.stringify(started.body));
+    const { taskId } = started.body.task;
+    await waitFor('REST task done', async () => (await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}`, { key: keyA })).body.task?.status === 'completed');
+    const done = await call(api.url, 'GET', `/mcp-rest/tasks/${taskId}/result`, { key: keyA });
+    assert.match(textOf(done.body.result), /REST: no client to ask/);
   });
 
   it('a session that closes takes its tasks with it', async () => {

@@ -5,6 +5,10 @@
  * server-to-client requests to it (scope.ts). Nothing here knows a transport or an SDK.
  */
 
+/** RFC 5424 severities, most verbose first, as MCP names them. */
+export const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 /** What a client may have declared that the relay needs to know. */
 export type RelayFeature = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'roots';
 
@@ -20,6 +24,8 @@ export interface ClientChannel {
   request(method: RelayedRequestMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>>;
   /** A notification that belongs to the call (notifications/message, notifications/elicitation/complete). */
   notify(method: string, params: Record<string, unknown>): void;
+  /** The log level the client set (logging/setLevel), sent with the call to a 2026-07-28 upstream; none: not set. */
+  level?(): LogLevel | undefined;
 }
 
 /** The per-call context threaded through the gateway's call path (one optional object, not more positional arguments). */

@@ -51,6 +51,8 @@ interface Entry {
   owner: string;
   task: Task;
   result: Result | undefined;
+  /** Why the work failed, as a JSON-RPC error (the 2026-07-28 extension shows it on a failed task). */
+  error?: { code: number; message: string };
   abort: AbortController;
   expiry: NodeJS.Timeout;
 }
@@ -66,7 +68,7 @@ export class GatewayTasks {
    * Starts `work` as a task of `owner`; returns the task as created (status working). The work gets a signal that
    * aborts when the task is cancelled, expires or its owner goes away; its result (or failure) is kept for tasks/result.
    */
-  start(owner: string, requestedTtl: number | null | undefined, work: (signal: AbortSignal) => Promise<Result>): Task {
+  start(owner: string, requestedTtl: number | null | undefined, work: (signal: AbortSignal, taskId: string) => Promise<Result>): Task {
     this.makeRoom(owner);
     const ttl = Math.min(Math.max(1, requestedTtl ?? this.options.defaultTtlMs), this.options.maxTtlMs);
     const now = new Date().toISOString();
@@ -74,11 +76,22 @@ export class GatewayTasks {
     const entry: Entry = { owner, task, result: undefined, abort: new AbortController(), expiry: setTimeout(() => this.forget(task.taskId), ttl) };
     entry.expiry.unref();
     this.entries.set(task.taskId, entry);
-    void work(entry.abort.signal).then(
+    void work(entry.abort.signal, task.taskId).then(
       (result) => this.finish(entry, 'completed', result),
-      (error: unknown) => this.finish(entry, 'failed', undefined, error instanceof Error ? error.message : String(error)),
+      (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        const code = (error as { code?: unknown } | undefined)?.code;
+        if (!TERMINAL.has(entry.task.status)) entry.error = { code: typeof code === 'number' && Number.isSafeInteger(code) ? code : -32603, message };
+        this.finish(entry, 'failed', undefined, message);
+      },
     );
     return { ...task };
+  }
+
+  /** Why an owner's failed task failed (a JSON-RPC error); undefined for another owner's task or one that did not fail. */
+  failureOf(owner: string, taskId: string): { code: number; message: string } | undefined {
+    const entry = this.entries.get(taskId);
+    return entry?.owner === owner && entry.task.status === 'failed' ? entry.error : undefined;
   }
 
   /** The SDK TaskStore of one owner: every lookup sees only that owner's tasks (the SDK's sessionId is not used). */

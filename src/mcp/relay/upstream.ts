@@ -6,7 +6,7 @@
  */
 import { ProtocolError, type Client, type ClientCapabilities } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
-import { featureOf, type RelayedRequestMethod } from './channel.js';
+import { featureOf, LOG_LEVELS, type RelayedRequestMethod } from './channel.js';
 import type { CallRegistry } from './scope.js';
 
 /**
@@ -41,8 +41,6 @@ export function answerPlainly(params: Record<string, unknown>): Record<string, u
 /** JSON-RPC code for a relayed request refused (the MCP specification's "invalid request" family: -32600). */
 const REFUSED = -32600;
 
-const LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const;
-
 export function installRelayHandlers(client: Client, registry: CallRegistry, log: Logger): void {
   const relay = async (method: RelayedRequestMethod, params: Record<string, unknown>, signal: AbortSignal): Promise<Record<string, unknown>> => {
     const attributed = registry.attribute();
@@ -52,7 +50,7 @@ export function installRelayHandlers(client: Client, registry: CallRegistry, log
     }
     const channel = attributed.scope.channel;
     const feature = featureOf(method, params);
-    if (!channel) throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the caller cannot be asked anything on the route it came by (REST, or a call running as a background task)`);
+    if (!channel) throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the caller cannot be asked anything on the route it came by (REST: no client to ask)`);
     if (!channel.supports(feature)) {
       throw new ProtocolError(REFUSED, `toolrouter cannot relay ${method}: the calling client did not declare ${feature.replace('.', ' (')}${feature.includes('.') ? ')' : ''} support`);
     }
@@ -76,7 +74,7 @@ export function installRelayHandlers(client: Client, registry: CallRegistry, log
   client.setNotificationHandler('notifications/message', (notification) => {
     const { level, logger, data } = notification.params;
     const named = logger === undefined ? registry.server : `${registry.server}/${logger}`;
-    if (!LEVELS.includes(level as (typeof LEVELS)[number])) return;
+    if (!LOG_LEVELS.includes(level as (typeof LOG_LEVELS)[number])) return;
     toCaller('notifications/message', { level, logger: named, data });
   });
   client.setNotificationHandler('notifications/elicitation/complete', (notification) => toCaller('notifications/elicitation/complete', notification.params as never));

@@ -1,16 +1,49 @@
 /** Forwarding requests to a connected upstream, and what a failed one means for the caller. */
-import { ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
+import { LOG_LEVEL_META_KEY, ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
 import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { withoutRepeatedCode } from '../errors.js';
+import type { LogLevel } from '../relay/channel.js';
 import { RESULT_TOO_LARGE } from './bounds.js';
 import { UpstreamError, type UpstreamCallOptions } from './types.js';
+
+/**
+ * The call's `_meta`: the trace context, and for a 2026-07-28 upstream (which takes the log level per request) the
+ * level the calling session set with logging/setLevel (src/mcp/relay/levels.ts).
+ */
+function metaOf(client: Client, options: UpstreamCallOptions): { _meta?: Record<string, unknown> } {
+  const level: LogLevel | undefined = client.getProtocolEra() === 'modern' ? options.relay?.channel?.level?.() : undefined;
+  if (level === undefined) return options.meta ? { _meta: options.meta } : {};
+  return { _meta: { ...options.meta, [LOG_LEVEL_META_KEY]: level } };
+}
+
+/**
+ * logging/setLevel on a 2025-era connection whose server offers logging (a 2026-07-28 one takes the level per call).
+ * Failures are the server's business: the sessions still filter what they get.
+ */
+export async function setUpstreamLogLevel(client: Client, level: LogLevel, timeoutMs: number): Promise<void> {
+  if (client.getProtocolEra() === 'modern' || !client.getServerCapabilities()?.logging) return;
+  await client.setLoggingLevel(level, { timeout: timeoutMs });
+}
+
+/**
+ * Whether a call goes out task-augmented: always for a tool the upstream runs only as a task; for one it can run
+ * either way, when the caller itself runs the call as a task and the upstream (a 2025-era connection: the 2026-07-28
+ * revision has no tasks in core) declares tasks for tools/call. The upstream then keeps the work as a task of its own,
+ * and toolrouter waits for it with tasks/result rather than one long request.
+ */
+export function runsAsTask(client: Client, taskSupport: 'required' | 'optional' | undefined, options: UpstreamCallOptions): boolean {
+  if (taskSupport === 'required') return true;
+  if (taskSupport !== 'optional' || !options.asTask || client.getProtocolEra() === 'modern') return false;
+  const tasks = (client.getServerCapabilities() as { tasks?: { requests?: { tools?: { call?: unknown } } } } | undefined)?.tasks;
+  return tasks?.requests?.tools?.call !== undefined;
+}
 
 /** tools/call under the upstream's own name; the result comes back as the upstream gave it. */
 export async function callTool(client: Client, name: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
   // request() rather than callTool(): callTool also checks structured output against the tool's outputSchema, and a
   // proxy hands the upstream's result back as it is.
-  return client.request({ method: 'tools/call', params: { name, ...(args === undefined ? {} : { arguments: args }), ...(options.meta ? { _meta: options.meta } : {}) } }, CallToolResultSchema as never, {
+  return client.request({ method: 'tools/call', params: { name, ...(args === undefined ? {} : { arguments: args }), ...metaOf(client, options) } }, CallToolResultSchema as never, {
     timeout: options.timeoutMs,
     signal: options.signal,
     // The SDK sends its own progress token upstream and hands us each notification for it.
@@ -31,7 +64,7 @@ export async function callAsTask(client: Client, name: string, args: Record<stri
   const created = await client.request(
     {
       method: 'tools/call',
-      params: { name, ...(args === undefined ? {} : { arguments: args }), task: { ttl: options.timeoutMs }, ...(options.meta ? { _meta: options.meta } : {}) },
+      params: { name, ...(args === undefined ? {} : { arguments: args }), task: { ttl: options.timeoutMs }, ...metaOf(client, options) },
     },
     CreatedTask as never,
     { timeout: options.timeoutMs, signal: options.signal },

@@ -14,7 +14,8 @@ import { mapArguments, type ToolTransform } from '../transform.js';
 import { IMPLEMENTATION } from '../version.js';
 import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
-import { callAsTask, callFailure, callTool, forward } from './calls.js';
+import type { LogLevel } from '../relay/channel.js';
+import { callAsTask, callFailure, callTool, forward, runsAsTask, setUpstreamLogLevel } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { needsPerson, Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
@@ -85,6 +86,8 @@ export class UpstreamConnection {
   private readonly log: Logger;
   /** While needs_authorization: why, as the OAuth side said when the connection was lost. */
   private authNeeded: AuthorizationNeeded | undefined;
+  /** The log level toolrouter's sessions want of its upstreams (relay/levels.ts); sent on every (re)connect. */
+  private logLevel: LogLevel | undefined;
 
   constructor(
     readonly name: string,
@@ -153,7 +156,7 @@ export class UpstreamConnection {
     try {
       const transform = this.listing.transform(qualifiedName);
       const mapped = transform ? mapArguments(transform, args) : args;
-      const asTask = this.listing.requiresTask(qualifiedName);
+      const asTask = runsAsTask(client, this.taskSupport(qualifiedName), options);
       return await this.calls.run(options.relay?.channel, () => (asTask ? callAsTask : callTool)(client, upstreamName, mapped, options));
     } catch (error) {
       throw this.failure(error, `"${qualifiedName}"`, generation, options);
@@ -161,14 +164,40 @@ export class UpstreamConnection {
   }
 
   /**
-   * A tool's name at the upstream and its arguments as the upstream takes them (transforms applied), for a call sent on
-   * another connection to the same server (a user's own, upstream/per-user.ts). Throws while this one is not connected.
+   * A tool's name at the upstream, its arguments as the upstream takes them (transforms applied) and whether it must run
+   * as a task, for a call sent on another connection to the same server (a user's own, upstream/per-user.ts). Throws
+   * while this one is not connected.
    */
-  upstreamCall(qualifiedName: string, args: Record<string, unknown> | undefined): { name: string; args: Record<string, unknown> | undefined } {
+  upstreamCall(
+    qualifiedName: string,
+    args: Record<string, unknown> | undefined,
+  ): { name: string; args: Record<string, unknown> | undefined; taskSupport: 'required' | 'optional' | undefined } {
     const upstreamName = this.listing.upstreamName(qualifiedName);
     if (this.state !== 'connected' || upstreamName === undefined) throw this.unavailable();
     const transform = this.listing.transform(qualifiedName);
-    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args };
+    return { name: upstreamName, args: transform ? mapArguments(transform, args) : args, taskSupport: this.taskSupport(qualifiedName) };
+  }
+
+  /** Tells the server the log level toolrouter's sessions want (now if connected, else once connected). */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    if (this.state === 'connected' && this.client) this.applyLogLevel(this.client);
+  }
+
+  private applyLogLevel(client: Client): void {
+    const level = this.logLevel;
+    if (level === undefined) return;
+    setUpstreamLogLevel(client, level, this.options.connectTimeoutMs).catch((error: unknown) => this.log.debug({ err: error, level }, 'logging/setLevel not taken'));
+  }
+
+  /** Whether the server runs this tool only as a task (execution.taskSupport "required"). */
+  requiresTask(qualifiedName: string): boolean {
+    return this.listing.requiresTask(qualifiedName);
+  }
+
+  /** The tool's execution.taskSupport as the server listed it ("forbidden" and absent alike: undefined). */
+  private taskSupport(qualifiedName: string): 'required' | 'optional' | undefined {
+    return this.listing.requiresTask(qualifiedName) ? 'required' : this.listing.offersTask(qualifiedName) ? 'optional' : undefined;
   }
 
   /** Resources, templates and prompts as last listed; none while not connected. */
@@ -339,6 +368,7 @@ export class UpstreamConnection {
       this.lastError = undefined;
       this.connectedAt = new Date();
       this.listing.publish(tools, this.about(client));
+      this.applyLogLevel(client);
       this.onStatus(this.status());
       this.onFeatures({ kind: 'lists' });
       this.log.info(

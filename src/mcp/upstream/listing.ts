@@ -39,6 +39,8 @@ export class ToolListing {
   private readonly transformOf = new Map<string, ToolTransform>();
   /** Qualified names of tools the upstream runs only as tasks. */
   private asTasks = new Set<string>();
+  /** Tools the upstream can run either way (execution.taskSupport "optional"). */
+  private taskOptional = new Set<string>();
   /** Qualified names of the tools it had in the catalog when it went down; empty while connected. */
   private readonly remembered = new Set<string>();
   clashes: string[] = [];
@@ -70,6 +72,11 @@ export class ToolListing {
     return this.transformOf.get(qualifiedName);
   }
 
+  /** Whether the upstream can run this tool as a task if asked (execution.taskSupport "optional"). */
+  offersTask(qualifiedName: string): boolean {
+    return this.taskOptional.has(qualifiedName);
+  }
+
   /** Whether the upstream runs this tool only as a task (execution.taskSupport "required"). */
   requiresTask(qualifiedName: string): boolean {
     return this.asTasks.has(qualifiedName);
@@ -92,6 +99,7 @@ export class ToolListing {
     const transformed = new Map<string, ToolTransform>();
     const matched = new Set<string>();
     const asTasks = new Set<string>();
+    const optional = new Set<string>();
     // An empty separator turns namespacing off: tools keep the upstream's names, and equal names clash.
     const qualify = (name: string) => (this.separator === '' ? name : `${this.server}${this.separator}${name}`);
     for (let tool of tools) {
@@ -127,6 +135,7 @@ export class ToolListing {
       accepted.push(candidate as Tool);
       mapping.set(qualified, tool.name);
       if (needsTask) asTasks.add(qualified);
+      if (tool.execution?.taskSupport === 'optional') optional.add(qualified);
       if (transform) transformed.set(qualified, transform);
     }
     // With namespacing off, a key may belong to any server: only a namespaced key is known to be this server's.
@@ -148,6 +157,7 @@ export class ToolListing {
     this.transformOf.clear();
     for (const [qualified, transform] of transformed) this.transformOf.set(qualified, transform);
     this.asTasks = asTasks;
+    this.taskOptional = optional;
     this.clashes = clashes;
     this.skipped = skipped;
     this.transformProblems = transformProblems;
@@ -170,6 +180,7 @@ export class ToolListing {
     this.toUpstream.clear();
     this.transformOf.clear();
     this.asTasks = new Set();
+    this.taskOptional = new Set();
     this.clashes = [];
     this.catalog.removeSource(this.server);
   }

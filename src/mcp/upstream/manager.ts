@@ -5,6 +5,7 @@ import { servesUri, type UpstreamFeatures } from '../features.js';
 import { transformServer, type ToolTransform } from '../transform.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
+import type { LogLevel } from '../relay/channel.js';
 import { UserConnections } from './per-user.js';
 import {
   UpstreamError,
@@ -28,6 +29,8 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   /** Per-user OAuth servers' connections per subject, by server; made on a subject's first call. */
   private readonly userConnections = new Map<string, UserConnections>();
   private started = false;
+  /** The log level sessions want of upstreams (src/mcp/relay/levels.ts); none until a session sets one. */
+  private logLevel: LogLevel | undefined;
 
   constructor(
     private readonly catalog: Catalog,
@@ -183,9 +186,22 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
     // A per-user server: a caller with a subject goes out with their own grant, never the shared one.
     if (options.subject !== undefined && 'url' in connection.config && this.options.users?.perUser(connection.name)) {
       const call = connection.upstreamCall(qualifiedName, args);
-      return this.usersOf(connection).call(options.subject, call.name, call.args, options);
+      return this.usersOf(connection).call(options.subject, call.name, call.args, options, call.taskSupport);
     }
     return connection.call(qualifiedName, args, options);
+  }
+
+  /** Tells every upstream connection (shared and per-user, present and future) the log level sessions want. */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    for (const connection of this.connections.values()) connection.setLogLevel(level);
+    for (const users of this.userConnections.values()) users.setLogLevel(level);
+  }
+
+  /** Whether the tool's server runs it only as a task (execution.taskSupport "required" upstream): a long job. */
+  requiresTask(qualifiedName: string): boolean {
+    const source = this.catalog.get(qualifiedName)?.source;
+    return source !== undefined && (this.connections.get(source)?.requiresTask(qualifiedName) ?? false);
   }
 
   /** Closes a subject's connection to a per-user server (their grant was revoked). */
@@ -206,8 +222,10 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
         max: this.options.userConnections?.max ?? 64,
         idleMs: this.options.userConnections?.idleMs ?? 300_000,
         connectTimeoutMs: this.options.connectTimeoutMs,
+        maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
         log: this.options.log.child({ upstream: connection.name, perUser: true }),
       });
+      if (this.logLevel !== undefined) users.setLogLevel(this.logLevel);
       this.userConnections.set(connection.name, users);
     }
     return users;
@@ -248,6 +266,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
       },
       (change) => this.emit('features', name, change),
     );
+    if (this.logLevel !== undefined) connection.setLogLevel(this.logLevel);
     this.connections.set(name, connection);
     return connection;
   }

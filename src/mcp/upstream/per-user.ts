@@ -10,8 +10,12 @@ import { currentRequestScope } from '../../auth/request-context.js';
 import { describeUpstreamError } from '../errors.js';
 import { UrlElicitationRequiredError } from '../oauth/elicitation.js';
 import { OAUTH_CALLBACK_PATH, type UserAuth, type UserGrants } from '../oauth/types.js';
+import { CallRegistry } from '../relay/scope.js';
+import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
 import { IMPLEMENTATION } from '../version.js';
-import { callFailure, callTool } from './calls.js';
+import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
+import type { LogLevel } from '../relay/channel.js';
+import { callAsTask, callFailure, callTool, runsAsTask, setUpstreamLogLevel } from './calls.js';
 import { createTransport, terminateSession } from './transport.js';
 import { UpstreamError, withTimeout, type RemoteServerConfig, type UpstreamCallOptions } from './types.js';
 
@@ -22,12 +26,19 @@ export interface UserConnectionsOptions {
   /** Closed after this long without a call. */
   idleMs: number;
   connectTimeoutMs: number;
+  /** Largest message read from the server (mcp.maxResultBytes), as on the shared connection. */
+  maxResultBytes?: number;
   log: Logger;
 }
 
 interface Entry {
   client: Promise<Client>;
   auth: UserAuth;
+  /**
+   * This user's calls in flight: what the server asks or tells during one (elicitation, sampling, roots, log
+   * messages) reaches that call's client, exactly as on the shared connection (src/mcp/relay/).
+   */
+  calls: CallRegistry;
   inFlight: number;
   lastUsed: number;
 }
@@ -35,6 +46,8 @@ interface Entry {
 export class UserConnections {
   private readonly entries = new Map<string, Entry>();
   private readonly sweep: NodeJS.Timeout;
+  /** The log level toolrouter's sessions want of upstreams (relay/levels.ts), as on the shared connection. */
+  private logLevel: LogLevel | undefined;
 
   constructor(
     readonly server: string,
@@ -49,8 +62,17 @@ export class UserConnections {
     return this.entries.size;
   }
 
-  /** Calls `upstreamName` as `subject`; without their grant, throws UrlElicitationRequiredError (no call is sent). */
-  async call(subject: string, upstreamName: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
+  /**
+   * Calls `upstreamName` as `subject` (as a task upstream when the tool's `taskSupport` asks for it: calls.ts
+   * runsAsTask); without their grant, throws UrlElicitationRequiredError (no call is sent).
+   */
+  async call(
+    subject: string,
+    upstreamName: string,
+    args: Record<string, unknown> | undefined,
+    options: UpstreamCallOptions,
+    taskSupport?: 'required' | 'optional',
+  ): Promise<CallToolResult> {
     const auth = this.options.grants.userAuth(this.server, subject);
     if (!auth) throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" is not a per-user server`, 1, this.server);
     if (!(await auth.hasGrant())) throw await this.elicitation(subject);
@@ -67,7 +89,8 @@ export class UserConnections {
         throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" could not be reached as this user: ${describeUpstreamError(error)}`, 1, this.server);
       }
       try {
-        return await callTool(client, upstreamName, args, options);
+        const asTask = runsAsTask(client, taskSupport, options);
+        return await entry.calls.run(options.relay?.channel, () => (asTask ? callAsTask : callTool)(client, upstreamName, args, options));
       } catch (error) {
         // The grant stopped working under the call (refused and not renewable): the user authorizes again.
         if (error instanceof UnauthorizedError || auth.needed()) {
@@ -80,6 +103,20 @@ export class UserConnections {
       entry.inFlight--;
       entry.lastUsed = Date.now();
     }
+  }
+
+  /** Tells every open user connection the log level the sessions want; connections made later get it at connect. */
+  setLogLevel(level: LogLevel): void {
+    this.logLevel = level;
+    for (const entry of this.entries.values()) void entry.client.then((client) => this.applyLogLevel(client), () => {});
+  }
+
+  private applyLogLevel(client: Client): void {
+    const level = this.logLevel;
+    if (level === undefined) return;
+    setUpstreamLogLevel(client, level, this.options.connectTimeoutMs).catch((error: unknown) =>
+      this.options.log.debug({ err: error, level }, 'logging/setLevel not taken'),
+    );
   }
 
   /** Closes a subject's connection (their grant was revoked). */
@@ -108,22 +145,26 @@ export class UserConnections {
       if (!idle) throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" has ${this.options.max} user connections busy; retry later`, 1, this.server);
       this.forget(idle[0], idle[1]);
     }
-    const entry: Entry = { client: this.connect(auth), auth, inFlight: 0, lastUsed: Date.now() };
+    const calls = new CallRegistry(this.server);
+    const entry: Entry = { client: this.connect(auth, calls), auth, calls, inFlight: 0, lastUsed: Date.now() };
     // A failed connect is handled by the call that awaits it; this keeps it from being an unhandled rejection meanwhile.
     entry.client.catch(() => {});
     this.entries.set(subject, entry);
     return entry;
   }
 
-  private async connect(auth: UserAuth): Promise<Client> {
-    const client = new Client(IMPLEMENTATION, { capabilities: {}, versionNegotiation: { mode: 'auto' } });
-    const transport = createTransport(this.config, { authProvider: auth.provider });
+  private async connect(auth: UserAuth, calls: CallRegistry): Promise<Client> {
+    // Declared and relayed as on the shared connection: a request this user's client cannot serve is refused per call.
+    const client = new Client(IMPLEMENTATION, { capabilities: RELAY_CAPABILITIES, versionNegotiation: { mode: 'auto' } });
+    installRelayHandlers(client, calls, this.options.log);
+    const transport = createTransport(this.config, { authProvider: auth.provider, maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES });
     try {
       await client.connect(transport, { timeout: this.options.connectTimeoutMs });
     } catch (error) {
       await client.close().catch(() => {});
       throw error;
     }
+    this.applyLogLevel(client);
     return client;
   }
 

@@ -139,6 +139,11 @@ export interface UpstreamCallOptions {
   relay?: RelayContext;
   /** Whose grant a server with per-user OAuth uses (Access.subject); undefined: the server's shared grant. */
   subject?: string;
+  /**
+   * The caller runs this call as a task (a task-augmented tools/call to toolrouter): a tool the upstream can run as a
+   * task (taskSupport "optional", tasks for tools/call declared) is run as one there too (calls.ts runsAsTask).
+   */
+  asTask?: boolean;
 }
 
 /** Resources or prompts a server offers changed (it connected, went down, or re-listed), or a subscribed resource did. */
