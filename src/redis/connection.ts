@@ -136,6 +136,13 @@ export class RedisKeys {
   oauthServer(server: string): string {
     return `${this.prefix}:oauth:server:${server}`;
   }
+  /**
+   * The members of a family of OAuth records (a per-user server's grants, `<server>:user`): a set of the last segment
+   * of each record's name, written in the same MULTI as the record (src/mcp/oauth/store.ts).
+   */
+  oauthIndex(family: string): string {
+    return `${this.prefix}:oauth:index:${family}`;
+  }
   /** An authorization in progress (PKCE verifier), by its `state`; expires with the browser step's deadline. */
   oauthPending(state: string): string {
     return `${this.prefix}:oauth:pending:${state}`;

@@ -44,7 +44,10 @@ export interface OAuthStore {
   readonly kind: 'redis' | 'memory' | 'file';
   read(server: string): Promise<OAuthRecord | undefined>;
   write(server: string, record: OAuthRecord): Promise<void>;
-  /** Every record whose key starts with `prefix` (a per-user server's grants), as key → record. */
+  /**
+   * Every record of a family, `prefix` being `<family>:` (a per-user server's grants: `<server>:user:`), as key →
+   * record. Redis lists them from an index kept beside the records (cluster-correct, see RedisOAuthStore.list).
+   */
   list(prefix: string): Promise<Map<string, OAuthRecord>>;
   /** Writes only where nothing is stored (putting back what an emptied Redis lost); false when a record was there. */
   writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean>;
@@ -63,6 +66,19 @@ export interface OAuthStore {
 }
 
 const LOCK_POLL_MS = 50;
+
+/** A record named `<family>:<member>` (a per-user grant, `gh:user:<hash>`) belongs to a family; a server's own does not. */
+function familyOf(name: string): { name: string; member: string } | undefined {
+  const cut = name.lastIndexOf(':');
+  return cut <= 0 || cut === name.length - 1 ? undefined : { name: name.slice(0, cut), member: name.slice(cut + 1) };
+}
+
+/** A MULTI's results, throwing the first command's error (EXEC answers null when the transaction was aborted). */
+function checked(results: [Error | null, unknown][] | null): [Error | null, unknown][] {
+  if (results === null) throw new Error('the Redis transaction was aborted');
+  for (const [error] of results) if (error) throw error;
+  return results;
+}
 
 /**
  * Records in Redis, each sealed (AES-256-GCM, src/mcp/oauth/crypto.ts) under its own key: nothing in Redis reads as a
@@ -93,29 +109,50 @@ export class RedisOAuthStore implements OAuthStore {
 
   async write(server: string, record: OAuthRecord): Promise<void> {
     const key = this.bus.keys.oauthServer(server);
-    await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(record), key));
+    const sealed = this.sealer.seal(JSON.stringify(record), key);
+    const family = familyOf(server);
+    if (!family) {
+      await this.bus.redis.set(key, sealed);
+      return;
+    }
+    checked(await this.bus.redis.multi().set(key, sealed).sadd(this.bus.keys.oauthIndex(family.name), family.member).exec());
   }
 
+  /**
+   * A family's records from its index set, not SCAN: on a Redis Cluster ioredis sends SCAN to one node only (it names no
+   * key), and even on one Redis a SCAN promises only the keys present for its whole run. The index is written in the
+   * same MULTI as each record (one hash slot: every key shares the deployment's hash tag), so no record exists, even
+   * for an instant or after a crash between two writes, without its index entry; SSCAN then returns every member
+   * present from its start to its end, and records are never deleted (a revoked grant stays as a tombstone).
+   */
   async list(prefix: string): Promise<Map<string, OAuthRecord>> {
-    const base = this.bus.keys.oauthServer('');
+    const family = prefix.endsWith(':') ? prefix.slice(0, -1) : undefined;
+    if (!family || familyOf(`${prefix}x`)?.name !== family) throw new Error(`OAuth records are listed by family ("<server>:user:"), not by "${prefix}"`);
+    const index = this.bus.keys.oauthIndex(family);
     const found = new Map<string, OAuthRecord>();
-    // SCAN, not KEYS: a server with thousands of users must not block Redis.
     let cursor = '0';
     do {
-      const [next, keys] = await this.bus.redis.scan(cursor, 'MATCH', `${this.bus.keys.oauthServer(prefix).replace(/[*?[\]\\]/g, '\\$&')}*`, 'COUNT', 500);
+      const [next, members] = await this.bus.redis.sscan(index, cursor, 'COUNT', 500);
       cursor = next;
-      for (const key of keys) {
-        const sealed = await this.bus.redis.get(key);
-        const record = sealed === null ? undefined : this.openRecord<OAuthRecord>(sealed, key);
-        if (record) found.set(key.slice(base.length), record);
-      }
+      if (members.length === 0) continue;
+      const keys = members.map((member) => this.bus.keys.oauthServer(`${prefix}${member}`));
+      const values = await this.bus.redis.mget(...keys);
+      values.forEach((sealed, position) => {
+        const record = sealed === null ? undefined : this.openRecord<OAuthRecord>(sealed, keys[position]!);
+        if (record) found.set(`${prefix}${members[position]}`, record);
+      });
     } while (cursor !== '0');
     return found;
   }
 
   async writeIfAbsent(server: string, record: OAuthRecord): Promise<boolean> {
     const key = this.bus.keys.oauthServer(server);
-    return (await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(record), key), 'NX')) === 'OK';
+    const sealed = this.sealer.seal(JSON.stringify(record), key);
+    const family = familyOf(server);
+    if (!family) return (await this.bus.redis.set(key, sealed, 'NX')) === 'OK';
+    // The index entry is added either way: where the record was already there, it is (or should have been) indexed.
+    const results = checked(await this.bus.redis.multi().set(key, sealed, 'NX').sadd(this.bus.keys.oauthIndex(family.name), family.member).exec());
+    return results[0]?.[1] === 'OK';
   }
 
   async putPending(state: string, pending: PendingAuthorization, ttlMs: number): Promise<void> {
