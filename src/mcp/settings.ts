@@ -56,7 +56,14 @@ const httpServerSchema = z
     description: z.string().max(2_000).optional(),
     disabled: z.boolean().optional(),
   })
-  .strict();
+  .strict()
+  // An OAuth server's Authorization header carries its grant (the shared one or, perUser, the caller's): a per-request
+  // one would silently replace it, and the upstream's 401 for it would read as the grant failing (a refresh spent, a
+  // per-user caller sent to authorize again). Other headers pass through on top of the grant.
+  .refine((server) => server.auth === undefined || !server.passthroughHeaders?.some((name) => name.toLowerCase() === 'authorization'), {
+    message: 'cannot pass "authorization" through to a server with auth: oauth (its Authorization header carries the OAuth grant); pass other headers, or drop auth to let callers bring their own token',
+    path: ['passthroughHeaders'],
+  });
 
 /** An upstream MCP server: a command to spawn (stdio), a streamable HTTP endpoint, or a legacy HTTP+SSE one. */
 /**

@@ -45,6 +45,7 @@ describe('per-user upstream grants', () => {
   };
   const whoami = (key: string, headers: Record<string, string> = {}) => record('POST', '/mcp-rest/tools/call', { key, headers, body: { name: 'gh__whoami', arguments: {} } });
   const userOf = (reply: Reply) => JSON.parse(reply.body.content[0].text).user as string;
+  const pick = ({ user, tenant }: { user?: string; tenant?: string }) => ({ user, ...(tenant ? { tenant } : {}) });
 
   /** The user's browser: signed in at the upstream's authorization server as `user`, approving and coming back to toolrouter. */
   const approve = async (authorizationUrl: string, user: string) => {
@@ -74,7 +75,7 @@ describe('per-user upstream grants', () => {
         redisUrl: REDIS_URL,
         queue: { prefix },
         auth: { oauth: { issuer: idp.issuer, audience: `${base}/mcp` } },
-        mcp: { ...FAST, search: false, servers: { gh: { url: upstream.url, auth: { type: 'oauth', perUser: true } } } },
+        mcp: { ...FAST, search: false, servers: { gh: { url: upstream.url, auth: { type: 'oauth', perUser: true }, passthroughHeaders: ['x-tenant'] } } },
       },
     );
     const sink = new Writable({ write: (chunk, _encoding, done) => (logs.push(String(chunk)), done()) });
@@ -156,6 +157,19 @@ describe('per-user upstream grants', () => {
     } finally {
       await client.close();
     }
+  });
+
+  test('passthroughHeaders go with that request\'s call on the user\'s own connection, on top of their grant; they do not stand in for one', async () => {
+    const tenant = { 'x-toolrouter-upstream-gh-x-tenant': 'tenant-of-alice-42' };
+    const withHeader = await whoami(alice, tenant);
+    assert.equal(withHeader.status, 200, JSON.stringify(withHeader.body));
+    assert.deepEqual(pick(JSON.parse(withHeader.body.content[0].text)), { user: 'alice', tenant: 'tenant-of-alice-42' });
+    assert.deepEqual(pick(JSON.parse((await whoami(alice)).body.content[0].text)), { user: 'alice' }, 'the next request without it sends none');
+    const { key } = await generateKey(base, {});
+    const before = upstream.counts().mcpRequests;
+    assert.equal((await whoami(key, tenant)).body.error?.code, 'url_elicitation_required', 'a header is no grant');
+    assert.equal(upstream.counts().mcpRequests, before, 'nothing was sent for the caller without a grant');
+    assert.ok(!logs.join('\n').includes('tenant-of-alice-42'), 'never logged');
   });
 
   test('a key is a subject of its own; an assert_user key acts for the user it names, other keys may not name one', async () => {

@@ -14,10 +14,18 @@ test('auth.oauth: defaults, and refusals naming the setting', () => {
   assert.throws(() => loadConfig({}, { adminKey: ADMIN, auth: { oauth: { issuer: 'https://login.example/', audience: 'a', bogus: 1 } } }), /auth\.oauth\.bogus: unknown setting/);
 });
 
-test('perUser needs the authorization_code grant; passthroughHeaders are header names', () => {
+test('perUser needs the authorization_code grant; passthroughHeaders are header names, never authorization beside OAuth', () => {
   const url = 'https://mcp.example/mcp';
-  const config = loadConfig({}, { mcp: { servers: { a: { url, auth: { type: 'oauth', perUser: true }, passthroughHeaders: ['authorization'] } } } });
+  const config = loadConfig({}, { mcp: { servers: { a: { url, auth: { type: 'oauth', perUser: true }, passthroughHeaders: ['x-api-key'] } } } });
   assert.equal((config.mcp.servers.a as { auth?: { perUser?: boolean } }).auth?.perUser, true);
+  assert.deepEqual((config.mcp.servers.a as { passthroughHeaders?: string[] }).passthroughHeaders, ['x-api-key']);
+  for (const auth of [{ type: 'oauth', perUser: true }, 'oauth']) {
+    assert.throws(
+      () => loadConfig({}, { mcp: { servers: { a: { url, auth, passthroughHeaders: ['x-api-key', 'Authorization'] } } } }),
+      /mcp\.servers\.a\.passthroughHeaders: cannot pass "authorization" through to a server with auth: oauth/,
+    );
+  }
+  assert.doesNotThrow(() => loadConfig({}, { mcp: { servers: { a: { url, passthroughHeaders: ['authorization'] } } } }), 'without auth a caller brings its own token');
   assert.throws(() => loadConfig({}, { mcp: { servers: { a: { url, auth: { type: 'oauth', grant: 'client_credentials', perUser: true } } } } }), /mcp\.servers\.a\.auth\.perUser/);
   assert.throws(() => loadConfig({}, { mcp: { servers: { a: { url, passthroughHeaders: ['bad header\n'] } } } }), /passthroughHeaders/);
 });

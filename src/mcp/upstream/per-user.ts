@@ -157,7 +157,13 @@ export class UserConnections {
     // Declared and relayed as on the shared connection: a request this user's client cannot serve is refused per call.
     const client = new Client(IMPLEMENTATION, { capabilities: RELAY_CAPABILITIES, versionNegotiation: { mode: 'auto' } });
     installRelayHandlers(client, calls, this.options.log);
-    const transport = createTransport(this.config, { authProvider: auth.provider, maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES });
+    // The server's passthroughHeaders apply here as on the shared connection, on top of the user's grant (config
+    // refuses `authorization` among them for an OAuth server: that header is the grant's).
+    const transport = createTransport(this.config, {
+      authProvider: auth.provider,
+      maxResultBytes: this.options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES,
+      ...(this.config.passthroughHeaders ? { passthrough: { server: this.server, headers: this.config.passthroughHeaders } } : {}),
+    });
     try {
       await client.connect(transport, { timeout: this.options.connectTimeoutMs });
     } catch (error) {
