@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RedisBus } from '../../redis/bus.js';
 import { Sealer } from './crypto.js';
+import type { RevocationOutcome } from './revocation.js';
 import { OAuthRequestError, ServerOAuth } from './server-oauth.js';
 import type { OAuthSettings, UpstreamOAuthSettings } from './settings.js';
 import { MemoryOAuthStore, RedisOAuthStore, type OAuthStore } from './store.js';
@@ -86,6 +87,7 @@ export class OAuthManager implements UserGrants {
         store: this.store,
         lockTtlMs: settings.lockTtlMs,
         pendingTtlMs: settings.pendingTtlMs,
+        revocationTimeoutMs: settings.revocationTimeoutMs,
         ...(settings.callbackUrl ? { callbackUrl: settings.callbackUrl } : {}),
         ...(settings.clientMetadataUrl ? { clientMetadataUrl: settings.clientMetadataUrl } : {}),
         ...(this.refusal ? { refusal: this.refusal } : {}),
@@ -146,13 +148,16 @@ export class OAuthManager implements UserGrants {
       .sort((a, b) => a.subject.localeCompare(b.subject));
   }
 
-  /** Drops a subject's grant on a per-user server; false when there was none to drop. */
-  async revokeUser(server: string, subject: string, by: string): Promise<boolean> {
+  /**
+   * Drops a subject's grant on a per-user server (`revoked`: false when there was none to drop), then revokes its tokens
+   * at the authorization server where it can (`upstream`, see revocation.ts).
+   */
+  async revokeUser(server: string, subject: string, by: string): Promise<{ revoked: boolean; upstream: RevocationOutcome }> {
     const oauth = this.userAuth(server, subject);
     if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth is configured`);
-    const had = await oauth.revoke(by);
-    this.options.log.info({ upstream: server, by }, 'per-user OAuth grant revoked');
-    return had;
+    const { had, upstream } = await oauth.revoke(by);
+    this.options.log.info({ upstream: server, by, upstreamRevocation: upstream }, 'per-user OAuth grant revoked');
+    return { revoked: had, upstream };
   }
 
   get storeKind(): OAuthStore['kind'] {

@@ -41,9 +41,9 @@ export function oauthRoutes(oauth: OAuthManager, onAuthorized: (server: string) 
     assertAdmin(res);
     const server = req.params.name as string;
     const subject = req.params.subject as string;
-    const revoked = await answer(() => oauth.revokeUser(server, subject, 'the admin'));
+    const { revoked, upstream } = await answer(() => oauth.revokeUser(server, subject, 'the admin'));
     onRevoked(server, subject);
-    res.json({ revoked });
+    res.json({ revoked, upstream_revocation: upstream });
   });
 
   router.delete('/v1/mcp/servers/:name/grant', async (req, res) => {
@@ -51,9 +51,9 @@ export function oauthRoutes(oauth: OAuthManager, onAuthorized: (server: string) 
     const access = accessOf(res);
     if (access.subject === undefined) throw new HttpError(400, 'invalid_request', 'this caller has no per-user grants (the admin uses the shared grant)');
     if (!access.canSeeServer(server) || !oauth.perUser(server)) throw new HttpError(404, 'not_found', `no per-user OAuth server "${server}" for this caller`);
-    const revoked = await answer(() => oauth.revokeUser(server, access.subject!, 'its owner'));
+    const { revoked, upstream } = await answer(() => oauth.revokeUser(server, access.subject!, 'its owner'));
     onRevoked(server, access.subject);
-    res.json({ revoked });
+    res.json({ revoked, upstream_revocation: upstream });
   });
 
   router.get(OAUTH_CLIENT_METADATA_PATH, (_req, res) => {

@@ -11,6 +11,7 @@ import {
   type StoredOAuthTokens,
 } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
+import { revokeAtAuthorizationServer, type RevocationOutcome } from './revocation.js';
 import type { UpstreamOAuthSettings } from './settings.js';
 import type { NeedsAuthorizationReason, OAuthRecord, OAuthStore, PendingAuthorization } from './store.js';
 import type { AuthorizationNeeded, UpstreamAuth } from './types.js';
@@ -28,6 +29,8 @@ export interface ServerOAuthOptions {
   callbackUrl?: string;
   /** Where this service's client ID metadata document is served (mcp.oauth.clientMetadataUrl), if anywhere. */
   clientMetadataUrl?: string;
+  /** How long a revoke waits for the authorization server's revocation endpoint (mcp.oauth.revocationTimeoutMs). */
+  revocationTimeoutMs?: number;
   /** Set when this server must not start (why: e.g. no TOOLROUTER_SECRET_KEY for tokens stored in Redis). */
   refusal?: string;
   /** A per-user server's grant for one subject (Access.subject), stored under `storeKey` instead of the server's name. */
@@ -48,6 +51,8 @@ export class OAuthRequestError extends Error {
     super(message);
   }
 }
+
+const DEFAULT_REVOCATION_TIMEOUT_MS = 3_000;
 
 /** Redirect URI used only to give a registered client's metadata one, before any authorize named the real one. */
 const PLACEHOLDER_CALLBACK = 'http://127.0.0.1/oauth/callback';
@@ -93,12 +98,16 @@ export class ServerOAuth implements UpstreamAuth {
 
   /**
    * A subject (or the admin) gives up this grant: tokens and client dropped, the record kept as a tombstone so that no
-   * instance puts the grant back as if the store had lost it.
+   * instance puts the grant back as if the store had lost it. Then, the grant being gone here already, its tokens are
+   * revoked at the authorization server (RFC 7009) when it advertises a revocation endpoint: best effort, within
+   * `revocationTimeoutMs`, so the caller's answer waits that long at most.
    */
-  async revoke(by: string): Promise<boolean> {
+  async revoke(by: string): Promise<{ had: boolean; upstream: RevocationOutcome }> {
     const had = await this.hasGrant();
+    let dropped: OAuthRecord | undefined;
     await this.options.store.withLock(this.key, this.options.lockTtlMs, () =>
       this.update((record) => {
+        dropped = structuredClone(record);
         delete record.tokens;
         delete record.discovery;
         record.problem = { reason: 'revoked', message: `revoked by ${by}`, at: new Date().toISOString() };
@@ -106,7 +115,23 @@ export class ServerOAuth implements UpstreamAuth {
     );
     this.problem = { reason: 'revoked', message: `revoked by ${by}` };
     await this.options.store.announce(this.key).catch(() => {});
-    return had;
+    const upstream = dropped?.tokens
+      ? await revokeAtAuthorizationServer({
+          url: this.options.url,
+          record: dropped,
+          client: await this.client(dropped).catch(() => undefined),
+          timeoutMs: this.options.revocationTimeoutMs ?? DEFAULT_REVOCATION_TIMEOUT_MS,
+          log: this.options.log.child({ upstream: this.name }),
+        })
+      : 'none';
+    return { had, upstream };
+  }
+
+  /** The client a record's tokens were issued to: the configured one, the record's, or the server's shared one. */
+  private async client(record: OAuthRecord): Promise<StoredOAuthClientInformation | undefined> {
+    const { clientId, clientSecret } = this.options.settings;
+    if (clientId) return { client_id: clientId, ...(clientSecret ? { client_secret: clientSecret } : {}), ...(record.client?.issuer ? { issuer: record.client.issuer } : {}) };
+    return record.client ?? (await this.options.sharedClient?.());
   }
 
   get grant(): UpstreamOAuthSettings['grant'] {

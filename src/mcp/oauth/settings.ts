@@ -59,6 +59,11 @@ export const oauthSettingsSchema = z
     lockTtlMs: z.number().int().min(1_000).max(600_000).default(30_000),
     /** How long an `authorize` answer stays usable: the browser must come back within it. */
     pendingTtlMs: z.number().int().min(10_000).max(3_600_000).default(600_000),
+    /**
+     * A revoked per-user grant's tokens are revoked at the authorization server too (RFC 7009, where it advertises a
+     * revocation endpoint); the revoke's answer waits this long for it at most.
+     */
+    revocationTimeoutMs: z.number().int().min(100).max(60_000).default(3_000),
     /** Upstream connections of per-user servers: at most this many open per server (least recently used close first). */
     maxUserConnections: z.number().int().min(1).max(10_000).default(64),
     /** A user's connection unused this long is closed (opened again on their next call). */
