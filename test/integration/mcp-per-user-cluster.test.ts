@@ -87,7 +87,7 @@ describe('per-user grants on a Redis Cluster', () => {
     assert.deepEqual(await subjects(), both);
 
     const revoked = await admin('DELETE', `/v1/mcp/servers/gh/grants/${encodeURIComponent(`key:${second.key_id}`)}`);
-    assert.equal(revoked.body.revoked, true, JSON.stringify(revoked.body));
+    assert.deepEqual(revoked.body, { revoked: true, upstream_revocation: 'revoked' });
     assert.deepEqual(await subjects(), [`key:${first.key_id}`]);
     assert.equal((await whoami(second.key)).body.error?.code, 'url_elicitation_required', 'the revoked key must authorize again');
     assert.equal(JSON.parse((await whoami(first.key)).body.content[0].text).user, 'alice', 'the other grant still works');
