@@ -24,6 +24,12 @@ export const CALIBRATION_MODES: readonly CalibrationMode[] = ['hybrid', 'bm25', 
  * the top score separated answerable from unanswerable queries worse (LiveMCPBench AUC 0.800 / 0.813 against 0.881).
  */
 const HITS_PER_QUERY = 1;
+/**
+ * Hits per query collected: the top 5 a default search answers, so the threshold can be judged on whether the right
+ * answer survives it wherever it ranks (issue 42: judged on the top hit alone, a threshold kept the query answered but
+ * cut the right tool at rank 2–5).
+ */
+const COLLECTED_HITS = 5;
 
 /** Servers of a catalog: its sources when it has several, else tools grouped by their `server<separator>` prefix. */
 export function serverUnits(sources: readonly EvalSource[], separator = '__'): EvalSource[] {
@@ -78,7 +84,7 @@ export async function collectHits(
   const out: QueryHits[] = [];
   for (const [queries, answerable] of [[split.answerable, true], [split.unanswerable, false]] as const) {
     for (const query of queries) {
-      const { results } = await engine.search.search({ query: query.query, mode, topK: HITS_PER_QUERY, minScore: 0, explain: true });
+      const { results } = await engine.search.search({ query: query.query, mode, topK: COLLECTED_HITS, minScore: 0, explain: true });
       const expected = new Set(query.expected);
       const raw = results[0]?.scores;
       out.push({
@@ -102,7 +108,7 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
   const labels: number[] = [];
   const rowWeights: number[] = [];
   for (const query of hits) {
-    query.features.forEach((features, i) => {
+    query.features.slice(0, HITS_PER_QUERY).forEach((features, i) => {
       rows.push([1, ...names.map((name) => features[name])]);
       labels.push(query.relevant[i] ? 1 : 0);
       rowWeights.push(query.weight ?? 1);
@@ -132,6 +138,37 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
   const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
   names.forEach((name, j) => (weights[name] = round(w[j + 1]!)));
   return { intercept: round(w[0]!), weights };
+}
+
+/**
+ * The feedback term of a fitted hybrid model: the other weights stay as fitted (on abstention splits, where no usage
+ * is recorded and the feedback feature is always 0), and the feedback weight alone is fitted, by Newton's method on
+ * one coefficient with the rest of the model as an offset, on hits searched after labelled usage was replayed.
+ */
+export function fitFeedbackWeight(hits: readonly QueryHits[], model: CalibrationModel, ridge = 1e-2): CalibrationModel {
+  const base = { ...model, weights: { ...model.weights, feedback: 0 } };
+  const rows: { offset: number; x: number; label: number; weight: number }[] = [];
+  for (const query of hits) {
+    query.features.slice(0, HITS_PER_QUERY).forEach((features, i) => {
+      let offset = base.intercept;
+      for (const name of FEATURE_NAMES) offset += base.weights[name] * features[name];
+      rows.push({ offset, x: features.feedback, label: query.relevant[i] ? 1 : 0, weight: query.weight ?? 1 });
+    });
+  }
+  let w = 0;
+  for (let iteration = 0; iteration < 50; iteration++) {
+    let gradient = ridge * w;
+    let hessian = ridge;
+    for (const row of rows) {
+      const p = 1 / (1 + Math.exp(-(row.offset + w * row.x)));
+      gradient += row.weight * (p - row.label) * row.x;
+      hessian += row.weight * p * (1 - p) * row.x * row.x;
+    }
+    const step = gradient / hessian;
+    w -= step;
+    if (Math.abs(step) < 1e-8) break;
+  }
+  return { ...base, weights: { ...base.weights, feedback: round(w) } };
 }
 
 function round(value: number): number {
@@ -164,6 +201,20 @@ function solve(matrix: number[][], vector: number[]): number[] {
 /** The top hit's calibrated score per query (0 for a query with no hit). */
 export function topScores(hits: readonly QueryHits[], model: CalibrationModel): number[] {
   return hits.map((query) => (query.features.length === 0 ? 0 : calibratedScores(query.features.slice(0, 1), model)[0]!));
+}
+
+/**
+ * For each answerable query whose right tool is among its collected hits: the calibrated score that tool gets (scores
+ * never rise down a ranking, calibratedScores). A threshold at or below it keeps the right answer in the results.
+ */
+export function rightAnswerScores(hits: readonly QueryHits[], model: CalibrationModel): number[] {
+  const scores: number[] = [];
+  for (const query of hits) {
+    const at = query.relevant.indexOf(true);
+    if (!query.answerable || at < 0) continue;
+    scores.push(calibratedScores(query.features.slice(0, at + 1), model)[at]!);
+  }
+  return scores;
 }
 
 /** Area under the ROC curve of `scores` separating answerable (positive) from unanswerable queries; ties count half. */

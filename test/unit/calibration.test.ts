@@ -100,7 +100,7 @@ describe('abstention split and its metrics', () => {
   });
 
   it('fits a logistic model that orders by the signal that separates', () => {
-    const feature = (coverage: number): RelevanceFeatures => ({ coverage, bm25Relative: 1, bm25Log: 1, cosine: 0, cosineMargin: 0, ranking: 0.5, lead: 0.1, reciprocalRank: 1 });
+    const feature = (coverage: number): RelevanceFeatures => ({ coverage, bm25Relative: 1, bm25Log: 1, cosine: 0, cosineMargin: 0, ranking: 0.5, lead: 0.1, reciprocalRank: 1, feedback: 0 });
     const hits: QueryHits[] = [];
     for (let i = 0; i < 40; i++) {
       const coverage = i / 40;
