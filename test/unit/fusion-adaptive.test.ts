@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { loadConfig } from '../../src/config/config.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { DATASETS_DIR, REPO_ROOT } from '../helpers/paths.js';
 import { loadCatalogFile, loadQueries } from '../../src/eval/datasets.js';
 import { createEngine } from '../../src/eval/engine.js';
 import { evaluate, type EvalResult } from '../../src/eval/metrics.js';
@@ -46,7 +46,7 @@ const sets = [
   { name: 'fixture', catalog: path.join(REPO_ROOT, 'test/fixtures/catalog.json'), queries: path.join(REPO_ROOT, 'test/fixtures/queries.jsonl') },
   {
     name: 'LiveMCPBench',
-    catalog: path.join(REPO_ROOT, '..', 'shared', 'datasets', 'livemcpbench', 'tools.json'),
+    catalog: path.join(DATASETS_DIR, 'livemcpbench', 'tools.json'),
     queries: path.join(REPO_ROOT, 'test/fixtures/livemcpbench-queries.jsonl'),
   },
 ];
