@@ -93,10 +93,11 @@ export interface AdaptiveFusionSettings {
    */
   vectorMargin: number;
   /**
-   * The BM25 weight is scaled by min(1, coverage / lexicalCoverage), where coverage is the share of the query's idf
-   * BM25's top candidate matched. A query whose words the catalog barely has ("will it rain in London
-   * tomorrow": one common word matched) still gets a BM25 list spread over [0, 1], and at full weight that thin
-   * evidence outvoted a confident vector ranking (issue 42). 0 turns the BM25 side off.
+   * BM25's top candidate is a thin match when its coverage (the share of the query's idf it matched) is below this;
+   * f = min(1, coverage / lexicalCoverage), and the BM25 weight gives way by 1 − (1 − f)·t to a vector ranking trusted
+   * t (adaptiveWeights). A query whose words the catalog barely has ("will it rain in London tomorrow": one common
+   * word matched) still gets a BM25 list spread over [0, 1], and at full weight that thin evidence outvoted a
+   * confident vector ranking (issue 42). 0 turns the BM25 side off.
    */
   lexicalCoverage: number;
 }
@@ -105,11 +106,16 @@ export const DEFAULT_ADAPTIVE_FUSION: AdaptiveFusionSettings = { enabled: true, 
 
 /**
  * The weights to fuse this query's lists with: each signal's weight follows its own evidence. The vector weight
- * follows the vector margin (a flat top says nothing; BENCHMARKS.md, "Adaptive fusion"), the BM25 weight the query
- * coverage of its top candidate (a thin match says little; BENCHMARKS.md, "Everyday search"). Cosines are relative to the tenth candidate, so the rule
- * does not depend on a model's typical cosine level; with fewer than ten candidates the vector list says too little
- * and its weight stays as given. A signal whose base weight is 0 was asked away, so the other is never scaled to
- * nothing, and when both would fall to 0 the base weights stand (there is nothing better to rank by).
+ * follows the vector margin (a flat top says nothing; BENCHMARKS.md, "Adaptive fusion"). BM25 gives way for a thin
+ * match (its top candidate covers little of the query) only as far as the vector is decisive: BM25's weight is
+ * scaled by 1 − (1 − f)·t, with f = min(1, coverage / lexicalCoverage) and t the vector's trust (its margin rule). The
+ * issue-42 case ("will it rain in London tomorrow": one common word matched, vector sure of the weather tools) loses
+ * BM25's vote; a query where both are thin ("Look up the Yu-Gi-Oh card Dark Magician": names the catalog lacks, a flat
+ * vector top) keeps it, since shifting weight to a signal with no evidence either only adds noise (scaled
+ * independently, that cost LiveMCPBench 3 of 84 right answers in the top 5; BENCHMARKS.md, "Everyday search").
+ * Cosines are relative to the tenth candidate, so the rule does not depend on a model's typical cosine level; with
+ * fewer than ten candidates the vector list says too little and is trusted as given. A signal whose base weight is 0
+ * was asked away, so the weights stay as given.
  */
 export function adaptiveWeights(
   semantic: readonly ScoredName[],
@@ -118,19 +124,21 @@ export function adaptiveWeights(
   lexical: readonly ScoredName[] = [],
 ): FusionWeights {
   if (!settings.enabled || weights.bm25 === 0 || weights.vector === 0) return weights;
-  let vector = weights.vector;
+  let trust = 1;
   if (semantic.length >= 10) {
     const first = semantic[0]!.score;
     const tenth = semantic[9]!.score;
     const room = 1 - tenth;
     const margin = room > 0 ? (first - tenth) / room : 0;
-    vector *= Math.min(1, Math.max(0, margin / settings.vectorMargin));
+    trust = Math.min(1, Math.max(0, margin / settings.vectorMargin));
   }
+  const vector = weights.vector * trust;
   let bm25 = weights.bm25;
   if (settings.lexicalCoverage > 0 && lexical.length > 0 && semantic.length > 0) {
     // BM25's own top candidate: taking the best coverage of any candidate instead let a long list's stray full match
     // keep the weight up, and cost MRR on LiveMCPBench's agent-style queries.
-    bm25 *= Math.min(1, (lexical[0]!.coverage ?? 1) / settings.lexicalCoverage);
+    const thin = 1 - Math.min(1, (lexical[0]!.coverage ?? 1) / settings.lexicalCoverage);
+    bm25 *= 1 - thin * trust;
   }
   if (bm25 + vector <= 0) return weights;
   return bm25 === weights.bm25 && vector === weights.vector ? weights : { ...weights, bm25, vector };
