@@ -99,9 +99,18 @@ export async function collectHits(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Logistic regression (Newton's method with a small ridge), on the mode's own features
+// Logistic regression (Newton's method with a small ridge), on the mode's own features, every weight at least 0
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * Every feature is evidence of relevance (more coverage, a higher cosine, a wider lead, learned usage), so no weight
+ * may be negative: a fitted model is monotone, and a hit with less evidence never scores above one with more. The
+ * features are correlated (three read BM25, two the cosine, two the fused ranking), and unconstrained the fit traded
+ * them off with negative weights (bm25Relative −1.18, ranking −1.60): a tool BM25 did not return at all then scored
+ * as if that were a point in its favour, and a query whose words no tool has ("Zorblat quixnid the frumious
+ * vellichor") scored 0.105, above min_score, on a weak cosine alone (issue 42). Fitted by active set: a weight the fit
+ * drives below 0 is fixed at 0 (the most negative first) and the rest refitted, until none is.
+ */
 export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridge = 1e-2): CalibrationModel {
   const names = MODE_FEATURES[mode];
   const rows: number[][] = [];
@@ -114,12 +123,37 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
       rowWeights.push(query.weight ?? 1);
     });
   }
-  const d = names.length + 1;
+  // Columns in the fit: the intercept (0) and the features not yet fixed at 0.
+  let free = names.map((_, j) => j + 1);
+  let w: number[];
+  for (;;) {
+    w = logistic(rows, labels, rowWeights, [0, ...free], names.length + 1, ridge);
+    let worst = -1;
+    for (const j of free) if (w[j]! < 0 && (worst < 0 || w[j]! < w[worst]!)) worst = j;
+    if (worst < 0) break;
+    free = free.filter((j) => j !== worst);
+  }
+  const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
+  names.forEach((name, j) => (weights[name] = round(w[j + 1]! + 0)));
+  return { intercept: round(w[0]!), weights };
+}
+
+/** Newton's method on the columns `use` of `rows` (the others stay 0); the ridge spares the intercept (column 0). */
+function logistic(
+  rows: readonly number[][],
+  labels: readonly number[],
+  rowWeights: readonly number[],
+  use: readonly number[],
+  columns: number,
+  ridge: number,
+): number[] {
+  const d = use.length;
   let w = new Array<number>(d).fill(0);
   for (let iteration = 0; iteration < 50; iteration++) {
     const gradient = new Array<number>(d).fill(0);
     const hessian = Array.from({ length: d }, () => new Array<number>(d).fill(0));
-    rows.forEach((x, r) => {
+    rows.forEach((row, r) => {
+      const x = use.map((column) => row[column]!);
       const p = 1 / (1 + Math.exp(-x.reduce((sum, value, j) => sum + value * w[j]!, 0)));
       const weight = rowWeights[r]! * p * (1 - p);
       for (let j = 0; j < d; j++) {
@@ -127,7 +161,8 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
         for (let k = 0; k < d; k++) hessian[j]![k]! += weight * x[j]! * x[k]!;
       }
     });
-    for (let j = 1; j < d; j++) {
+    for (let j = 0; j < d; j++) {
+      if (use[j] === 0) continue;
       gradient[j]! += ridge * w[j]!;
       hessian[j]![j]! += ridge;
     }
@@ -135,9 +170,9 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
     w = w.map((value, j) => value - step[j]!);
     if (Math.max(...step.map(Math.abs)) < 1e-8) break;
   }
-  const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
-  names.forEach((name, j) => (weights[name] = round(w[j + 1]!)));
-  return { intercept: round(w[0]!), weights };
+  const full = new Array<number>(columns).fill(0);
+  use.forEach((column, j) => (full[column] = w[j]!));
+  return full;
 }
 
 /**
@@ -168,7 +203,8 @@ export function fitFeedbackWeight(hits: readonly QueryHits[], model: Calibration
     w -= step;
     if (Math.abs(step) < 1e-8) break;
   }
-  return { ...base, weights: { ...base.weights, feedback: round(w) } };
+  // Learned usage is evidence for a tool, never against it (fitModel: every weight at least 0).
+  return { ...base, weights: { ...base.weights, feedback: round(Math.max(0, w)) } };
 }
 
 function round(value: number): number {

@@ -67,20 +67,21 @@ export const MODE_FEATURES: Record<CalibrationMode, readonly (typeof FEATURE_NAM
  * LiveMCPBench (hand-written and agent-style queries), the everyday requests and MetaTool (half of each catalog's
  * servers removed; each set weighs the same), reported on the second and checked the other way round (BENCHMARKS.md).
  * The hybrid model's feedback weight is fitted on MetaTool and the fixture with half their queries replayed as usage.
- * Refit when a signal changes (fields, fusion, the model).
+ * No weight is negative (fitModel), so a hit with less evidence never scores above one with more. Refit when a signal
+ * changes (fields, fusion, the model).
  */
 export const DEFAULT_CALIBRATION: Record<CalibrationMode, CalibrationModel> = {
   hybrid: {
-    intercept: -2.4026,
-    weights: { coverage: 1.8842, bm25Relative: -1.1798, bm25Log: 0.748, cosine: 0.4724, cosineMargin: 3.6794, ranking: -1.6017, lead: 1.6686, reciprocalRank: 0, feedback: 2.1781 },
+    intercept: -3.6363,
+    weights: { coverage: 1.8998, bm25Relative: 0, bm25Log: 0.4403, cosine: 0.4789, cosineMargin: 3.7016, ranking: 0, lead: 0.2894, reciprocalRank: 0, feedback: 2.84 },
   },
   bm25: {
-    intercept: -3.7332,
-    weights: { coverage: 2.2292, bm25Relative: 0, bm25Log: 1.6298, cosine: 0, cosineMargin: 0, ranking: -4.0278, lead: 2.245, reciprocalRank: 0, feedback: 0 },
+    intercept: -5.5654,
+    weights: { coverage: 2.5006, bm25Relative: 0, bm25Log: 1.1548, cosine: 0, cosineMargin: 0, ranking: 0, lead: 0.2808, reciprocalRank: 0, feedback: 0 },
   },
   vector: {
-    intercept: -4.2,
-    weights: { coverage: 0, bm25Relative: 0, bm25Log: 0, cosine: 1.7583, cosineMargin: 5.9145, ranking: 0.3592, lead: -0.1114, reciprocalRank: 0, feedback: 0 },
+    intercept: -4.148,
+    weights: { coverage: 0, bm25Relative: 0, bm25Log: 0, cosine: 1.7671, cosineMargin: 5.9061, ranking: 0.2907, lead: 0, reciprocalRank: 0, feedback: 0 },
   },
 };
 

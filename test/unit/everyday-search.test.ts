@@ -57,14 +57,20 @@ describe('everyday search (issue 42)', () => {
       assert.equal(adaptiveWeights(decisive, base, DEFAULT_ADAPTIVE_FUSION, [...thin, { name: 'b', score: 1, coverage: 1 }]).bm25, scaled.bm25);
     });
 
-    it('leaves weights a caller set to 0 alone, and never scales both signals to nothing', () => {
+    it('leaves weights a caller set to 0 alone, and moves no weight to a vector ranking that is no surer', () => {
       const thin = [{ name: 'a', score: 1, coverage: 0.05 }];
       assert.deepEqual(adaptiveWeights(decisive, { bm25: 1, vector: 0 }, DEFAULT_ADAPTIVE_FUSION, thin), { bm25: 1, vector: 0 });
       assert.deepEqual(adaptiveWeights(decisive, { bm25: 0, vector: 1 }, DEFAULT_ADAPTIVE_FUSION, thin), { bm25: 0, vector: 1 });
+      // Both thin: a flat vector top has no evidence to take BM25's place, so BM25 keeps its weight and the vector's falls.
       const flat = hits(...new Array(10).fill(0.4));
-      const both = adaptiveWeights(flat, base, DEFAULT_ADAPTIVE_FUSION, thin);
-      assert.equal(both.vector, 0);
-      assert.ok(both.bm25 > 0 && both.bm25 < 0.6);
+      assert.deepEqual(adaptiveWeights(flat, base, DEFAULT_ADAPTIVE_FUSION, thin), { bm25: 0.6, vector: 0 });
+      // Partly sure (margin (0.6 − 0.5) / 0.5 = 0.2 of the 0.3 that counts fully): BM25 gives way by that share of
+      // what its coverage asks, and the vector weight falls by the rest.
+      const partly = hits(0.6, ...new Array(9).fill(0.5));
+      const trust = 0.2 / DEFAULT_ADAPTIVE_FUSION.vectorMargin;
+      const weighed = adaptiveWeights(partly, base, DEFAULT_ADAPTIVE_FUSION, thin);
+      assert.ok(Math.abs(weighed.bm25 - 0.6 * (1 - (1 - 0.05 / DEFAULT_ADAPTIVE_FUSION.lexicalCoverage) * trust)) < 1e-12, JSON.stringify(weighed));
+      assert.ok(Math.abs(weighed.vector - 0.4 * trust) < 1e-12, JSON.stringify(weighed));
       assert.deepEqual(adaptiveWeights(flat, base, { ...DEFAULT_ADAPTIVE_FUSION, lexicalCoverage: 0 }, thin), { bm25: 0.6, vector: 0 });
       assert.deepEqual(adaptiveWeights(decisive, base, { ...DEFAULT_ADAPTIVE_FUSION, enabled: false }, thin), base);
     });
@@ -81,7 +87,12 @@ describe('everyday search (issue 42)', () => {
       const minScore = config().search.minScore;
       const before = await engine.search.search({ query, topK: 10, minScore: 0 });
       const unlearned = before.results.find((hit) => hit.tool.name === 'slack__post_message');
-      for (const said of ['tell the team the build is done', 'let the team know the release shipped', 'tell the team the tests broke']) {
+      // Requests the feedback signal counts as like this one (cosine 0.95, 0.83, 0.63 with the offline model, over
+      // feedback.minSimilarity 0.6). The three this test used before ("tell the team the build is done", "let the team
+      // know the release shipped", "tell the team the tests broke") were 0.66, 0.36 and 0.51: one counted, and the
+      // learned tool passed min_score only because the calibrated model of then scored every weak hit near 0.1, as it
+      // did a query no tool fits (chat-search-tool.test.ts).
+      for (const said of ['tell the team the build broke', 'let the team know the build failed', 'let the team know the tests broke']) {
         await engine.feedback!.record({ query: said, tool: 'slack__post_message', relevant: true, surface: 'replay' });
       }
       const { results } = await engine.search.search({ query, explain: true });
