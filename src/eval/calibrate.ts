@@ -108,8 +108,7 @@ export async function collectHits(
  * features are correlated (three read BM25, two the cosine, two the fused ranking), and unconstrained the fit traded
  * them off with negative weights (bm25Relative −1.18, ranking −1.60): a tool BM25 did not return at all then scored
  * as if that were a point in its favour, and a query whose words no tool has ("Zorblat quixnid the frumious
- * vellichor") scored 0.105, above min_score, on a weak cosine alone (issue 42). Fitted by active set: a weight the fit
- * drives below 0 is fixed at 0 (the most negative first) and the rest refitted, until none is.
+ * vellichor") scored 0.105, above min_score, on a weak cosine alone (issue 42). Fitted by active set (below).
  */
 export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridge = 1e-2): CalibrationModel {
   const names = MODE_FEATURES[mode];
@@ -123,19 +122,38 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
       rowWeights.push(query.weight ?? 1);
     });
   }
-  // Columns in the fit: the intercept (0) and the features not yet fixed at 0.
+  // Columns in the fit: the intercept (0) and the features not fixed at 0. A weight the fit drives below 0 is fixed
+  // (the most negative first); a fixed one whose loss still falls as it rises from 0 is freed again (the most
+  // promising first), until neither holds: the optimum of the convex loss with every weight at least 0.
   let free = names.map((_, j) => j + 1);
   let w: number[];
-  for (;;) {
+  for (let round = 0; ; round++) {
     w = logistic(rows, labels, rowWeights, [0, ...free], names.length + 1, ridge);
     let worst = -1;
     for (const j of free) if (w[j]! < 0 && (worst < 0 || w[j]! < w[worst]!)) worst = j;
-    if (worst < 0) break;
-    free = free.filter((j) => j !== worst);
+    if (worst >= 0) {
+      free = free.filter((j) => j !== worst);
+      continue;
+    }
+    const slope = gradientAt(rows, labels, rowWeights, w);
+    let best = -1;
+    for (let j = 1; j <= names.length; j++) if (!free.includes(j) && slope[j]! < -1e-6 && (best < 0 || slope[j]! < slope[best]!)) best = j;
+    if (best < 0 || round > 4 * names.length) break;
+    free = [...free, best].sort((a, b) => a - b);
   }
   const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
   names.forEach((name, j) => (weights[name] = round(w[j + 1]! + 0)));
   return { intercept: round(w[0]!), weights };
+}
+
+/** The gradient of the weighted logistic loss at `w` (all columns). */
+function gradientAt(rows: readonly number[][], labels: readonly number[], rowWeights: readonly number[], w: readonly number[]): number[] {
+  const gradient = new Array<number>(w.length).fill(0);
+  rows.forEach((x, r) => {
+    const p = 1 / (1 + Math.exp(-x.reduce((sum, value, j) => sum + value * w[j]!, 0)));
+    for (let j = 0; j < w.length; j++) gradient[j]! += rowWeights[r]! * (p - labels[r]!) * x[j]!;
+  });
+  return gradient;
 }
 
 /** Newton's method on the columns `use` of `rows` (the others stay 0); the ridge spares the intercept (column 0). */
