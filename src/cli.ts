@@ -91,9 +91,9 @@ program
 program
   .command('calibrate')
   .description('fit the calibrated score on an abstention split (half the servers removed) and report AUC and min_score')
-  .option('--datasets <dir>', 'the shared datasets (metatool/, livemcpbench/)', '../shared/datasets')
+  .option('--datasets <dir>', 'the shared datasets (metatool/, livemcpbench/, everyday/)', '../shared/datasets')
   .option('--fixtures <dir>', 'the project fixtures (catalog.json, queries.jsonl, livemcpbench-*.jsonl)', 'test/fixtures')
-  .option('--sets <names>', 'only these sets, comma-separated: fixture, livemcpbench, metatool')
+  .option('--sets <names>', 'only these sets, comma-separated: fixture, livemcpbench, everyday, metatool')
   .option('--shipped', 'report with the shipped models (src/search/calibration.ts) instead of fitting')
   .action(async (options: import('./cli/eval.js').CalibrateOptions) => (await import('./cli/eval.js')).runCalibrate(options));
 
@@ -118,9 +118,19 @@ program
   .addOption(new Option('--format <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
   .action(async (options: { format: 'yaml' | 'json' }) => (await import('./cli/config-check.js')).configCheck({ ...globals(), ...options }));
 
-program
-  .command('models')
-  .description('manage embedding models')
+const models = program.command('models').description('manage embedding models');
+
+models
+  .command('pull <id>')
+  .description('fetch a transformers.js model (Hugging Face hub id, e.g. Xenova/all-MiniLM-L6-v2) into the models directory (MODELS_DIR)')
+  .option('--mirror <url>', 'a hub mirror (default: HF_ENDPOINT, else https://huggingface.co)')
+  .option('--revision <rev>', 'branch, tag or commit (default main)')
+  .option('--dtype <dtype>', 'ONNX weights to fetch: fp32, fp16, q8 or q4 (default: the first offered of fp32, q8, fp16, q4)')
+  .option('--force', 'fetch files again even when present')
+  .option('--quiet', 'no progress output')
+  .action(async (id: string, options: import('./cli/models.js').PullModelOptions) => (await import('./cli/models.js')).pullModels(id, { ...globals(), ...options }));
+
+models
   .command('build')
   .description('build the offline GloVe model into the models directory (MODELS_DIR; skipped when present unless --force)')
   .option('--force', 'rebuild even when the model exists')

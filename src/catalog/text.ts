@@ -19,20 +19,34 @@ export function splitIdentifier(identifier: string): string[] {
 // analyzer does) so a query can match part of a sentence.
 const UNSPACED_SCRIPT = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
 
+/** Runs of letters and digits: the chunks identifiers and prose are made of before camelCase splitting. */
+const CHUNK = /[\p{L}\p{N}]+/gu;
+
 /**
  * Tokenises free text and identifiers alike, so a query word matches the same word inside a tool name.
  * Single ASCII characters are dropped: they are almost always split-off noise ("e-mail" → e, "it's" → s).
+ *
+ * A camelCase word is kept whole as well as split (`GitHub` → github, git, hub; `sendEmail` → sendemail, send, email):
+ * split alone, a brand name typed with capitals ("trending on GitHub") met every tool that mentions `git`, while the
+ * same word typed in lower case matched only GitHub's tools (issue 42). The whole form comes first, so both spellings
+ * share their rarest term.
  */
 export function tokenize(text: string): string[] {
   const tokens: string[] = [];
-  for (const word of splitIdentifier(text)) {
-    if (UNSPACED_SCRIPT.test(word)) {
-      pushCharacterPairs(word, tokens);
-    } else if (word.length > 1 || !/^[a-z0-9]$/.test(word)) {
-      tokens.push(word);
-    }
+  for (const [chunk] of text.matchAll(CHUNK)) {
+    const parts = splitIdentifier(chunk);
+    if (parts.length > 1 && !UNSPACED_SCRIPT.test(chunk)) pushWord(chunk.toLowerCase(), tokens);
+    for (const word of parts) pushWord(word, tokens);
   }
   return tokens;
+}
+
+function pushWord(word: string, tokens: string[]): void {
+  if (UNSPACED_SCRIPT.test(word)) {
+    pushCharacterPairs(word, tokens);
+  } else if (word.length > 1 || !/^[a-z0-9]$/.test(word)) {
+    tokens.push(word);
+  }
 }
 
 function pushCharacterPairs(word: string, tokens: string[]): void {

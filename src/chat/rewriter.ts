@@ -123,8 +123,9 @@ export class ToolRewriter {
 
   /**
    * The request's function tools that best match `query`, for the proxy's search tool: at most `topK`, none of
-   * `exclude` (already forwarded), and none the caller's key may not see (a request tool that is a catalog tool outside
-   * the key).
+   * `exclude` (already forwarded), none the caller's key may not see (a request tool that is a catalog tool outside
+   * the key), and none scoring below search.minScore: like REST and MCP, the search tool abstains when nothing fits
+   * rather than handing the model unrelated tools (issue 42).
    */
   async findRequestTools(request: ToolRequest, query: string, topK: number, exclude: ReadonlySet<string>, access: Access): Promise<RequestTool[]> {
     const functions = request.tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
@@ -141,6 +142,7 @@ export class ToolRewriter {
       mode: this.mode,
       visible: (entry) => !exclude.has(entry.tool.name) && visible(entry.tool.name),
       feedbackScope: access.scope,
+      minScore: this.deps.search.settings.minScore ?? 0,
     });
     const byName = new Map(functions.map((tool) => [tool.function.name, tool]));
     return results.flatMap((hit) => {

@@ -8,6 +8,7 @@ import { continuation, searchToolDefinition, searchTurnReader, type SearchAnswer
 import { toolLabel } from './rewrite.js';
 import type { ToolRequest } from './tool-request.js';
 import { totalTokens } from '../search/tokens.js';
+import { describeCoverage, serversOfTools } from '../search/coverage.js';
 import { chatSearchCallSpan, llmSpan } from '../telemetry/spans.js';
 import { TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
 
@@ -160,14 +161,26 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<S
     // loaded by a tool_search_output item.
     return api === 'anthropic' ? found.map((tool) => ({ type: 'tool_reference', tool_name: tool.name })) : hits.map((tool) => tool.definition);
   }
+  // Nothing found with room left means nothing reached min_score: say so, and what was searched, so the model tells
+  // the user this cannot be done here instead of trying other words round after round.
   const note =
     found.length > 0
       ? 'These tools are now available: call them directly.'
       : room <= 0
         ? 'No more tools can be added to this request.'
-        : 'No other tools match; continue with the tools you have.';
+        : `No tool fits "${query}". ${coverageSentence(request.tools)}Continue with the tools you have, or tell the user this cannot be done with them.`;
   return JSON.stringify({ tools: found, note: note + lastNote });
 }
+
+/** What the search covered, in one line (servers by name and tool count), or nothing for an unnamespaced list. */
+function coverageSentence(tools: ToolRequest['tools']): string {
+  const servers = serversOfTools(tools.map((tool) => ({ name: toolLabel(tool) })), '__');
+  if (servers.length === 0 || (servers.length === 1 && servers[0]!.name === '(no server)')) return `Searched ${tools.length} tools. `;
+  return `${describeCoverage(servers, COVERAGE_SENTENCE_TOKENS)} `;
+}
+
+/** Bound on the coverage sentence in an abstaining answer (o200k_base tokens): a line, not the description's list. */
+const COVERAGE_SENTENCE_TOKENS = 80;
 
 function toolSummary(tool: { function?: { name: string; description?: string | null } }): { name: string; description?: string } {
   const description = tool.function?.description ?? undefined;

@@ -24,6 +24,12 @@ export const CALIBRATION_MODES: readonly CalibrationMode[] = ['hybrid', 'bm25', 
  * the top score separated answerable from unanswerable queries worse (LiveMCPBench AUC 0.800 / 0.813 against 0.881).
  */
 const HITS_PER_QUERY = 1;
+/**
+ * Hits per query collected: the top 5 a default search answers, so the threshold can be judged on whether the right
+ * answer survives it wherever it ranks (issue 42: judged on the top hit alone, a threshold kept the query answered but
+ * cut the right tool at rank 2–5).
+ */
+const COLLECTED_HITS = 5;
 
 /** Servers of a catalog: its sources when it has several, else tools grouped by their `server<separator>` prefix. */
 export function serverUnits(sources: readonly EvalSource[], separator = '__'): EvalSource[] {
@@ -78,7 +84,7 @@ export async function collectHits(
   const out: QueryHits[] = [];
   for (const [queries, answerable] of [[split.answerable, true], [split.unanswerable, false]] as const) {
     for (const query of queries) {
-      const { results } = await engine.search.search({ query: query.query, mode, topK: HITS_PER_QUERY, minScore: 0, explain: true });
+      const { results } = await engine.search.search({ query: query.query, mode, topK: COLLECTED_HITS, minScore: 0, explain: true });
       const expected = new Set(query.expected);
       const raw = results[0]?.scores;
       out.push({
@@ -93,27 +99,79 @@ export async function collectHits(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Logistic regression (Newton's method with a small ridge), on the mode's own features
+// Logistic regression (Newton's method with a small ridge), on the mode's own features, every weight at least 0
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * Every feature is evidence of relevance (more coverage, a higher cosine, a wider lead, learned usage), so no weight
+ * may be negative: a fitted model is monotone, and a hit with less evidence never scores above one with more. The
+ * features are correlated (three read BM25, two the cosine, two the fused ranking), and unconstrained the fit traded
+ * them off with negative weights (bm25Relative −1.18, ranking −1.60): a tool BM25 did not return at all then scored
+ * as if that were a point in its favour, and a query whose words no tool has ("Zorblat quixnid the frumious
+ * vellichor") scored 0.105, above min_score, on a weak cosine alone (issue 42). Fitted by active set (below).
+ */
 export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridge = 1e-2): CalibrationModel {
   const names = MODE_FEATURES[mode];
   const rows: number[][] = [];
   const labels: number[] = [];
   const rowWeights: number[] = [];
   for (const query of hits) {
-    query.features.forEach((features, i) => {
+    query.features.slice(0, HITS_PER_QUERY).forEach((features, i) => {
       rows.push([1, ...names.map((name) => features[name])]);
       labels.push(query.relevant[i] ? 1 : 0);
       rowWeights.push(query.weight ?? 1);
     });
   }
-  const d = names.length + 1;
+  // Columns in the fit: the intercept (0) and the features not fixed at 0. A weight the fit drives below 0 is fixed
+  // (the most negative first); a fixed one whose loss still falls as it rises from 0 is freed again (the most
+  // promising first), until neither holds: the optimum of the convex loss with every weight at least 0.
+  let free = names.map((_, j) => j + 1);
+  let w: number[];
+  for (let round = 0; ; round++) {
+    w = logistic(rows, labels, rowWeights, [0, ...free], names.length + 1, ridge);
+    let worst = -1;
+    for (const j of free) if (w[j]! < 0 && (worst < 0 || w[j]! < w[worst]!)) worst = j;
+    if (worst >= 0) {
+      free = free.filter((j) => j !== worst);
+      continue;
+    }
+    const slope = gradientAt(rows, labels, rowWeights, w);
+    let best = -1;
+    for (let j = 1; j <= names.length; j++) if (!free.includes(j) && slope[j]! < -1e-6 && (best < 0 || slope[j]! < slope[best]!)) best = j;
+    if (best < 0 || round > 4 * names.length) break;
+    free = [...free, best].sort((a, b) => a - b);
+  }
+  const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
+  names.forEach((name, j) => (weights[name] = round(w[j + 1]! + 0)));
+  return { intercept: round(w[0]!), weights };
+}
+
+/** The gradient of the weighted logistic loss at `w` (all columns). */
+function gradientAt(rows: readonly number[][], labels: readonly number[], rowWeights: readonly number[], w: readonly number[]): number[] {
+  const gradient = new Array<number>(w.length).fill(0);
+  rows.forEach((x, r) => {
+    const p = 1 / (1 + Math.exp(-x.reduce((sum, value, j) => sum + value * w[j]!, 0)));
+    for (let j = 0; j < w.length; j++) gradient[j]! += rowWeights[r]! * (p - labels[r]!) * x[j]!;
+  });
+  return gradient;
+}
+
+/** Newton's method on the columns `use` of `rows` (the others stay 0); the ridge spares the intercept (column 0). */
+function logistic(
+  rows: readonly number[][],
+  labels: readonly number[],
+  rowWeights: readonly number[],
+  use: readonly number[],
+  columns: number,
+  ridge: number,
+): number[] {
+  const d = use.length;
   let w = new Array<number>(d).fill(0);
   for (let iteration = 0; iteration < 50; iteration++) {
     const gradient = new Array<number>(d).fill(0);
     const hessian = Array.from({ length: d }, () => new Array<number>(d).fill(0));
-    rows.forEach((x, r) => {
+    rows.forEach((row, r) => {
+      const x = use.map((column) => row[column]!);
       const p = 1 / (1 + Math.exp(-x.reduce((sum, value, j) => sum + value * w[j]!, 0)));
       const weight = rowWeights[r]! * p * (1 - p);
       for (let j = 0; j < d; j++) {
@@ -121,7 +179,8 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
         for (let k = 0; k < d; k++) hessian[j]![k]! += weight * x[j]! * x[k]!;
       }
     });
-    for (let j = 1; j < d; j++) {
+    for (let j = 0; j < d; j++) {
+      if (use[j] === 0) continue;
       gradient[j]! += ridge * w[j]!;
       hessian[j]![j]! += ridge;
     }
@@ -129,9 +188,41 @@ export function fitModel(hits: readonly QueryHits[], mode: CalibrationMode, ridg
     w = w.map((value, j) => value - step[j]!);
     if (Math.max(...step.map(Math.abs)) < 1e-8) break;
   }
-  const weights = Object.fromEntries(FEATURE_NAMES.map((name) => [name, 0])) as CalibrationModel['weights'];
-  names.forEach((name, j) => (weights[name] = round(w[j + 1]!)));
-  return { intercept: round(w[0]!), weights };
+  const full = new Array<number>(columns).fill(0);
+  use.forEach((column, j) => (full[column] = w[j]!));
+  return full;
+}
+
+/**
+ * The feedback term of a fitted hybrid model: the other weights stay as fitted (on abstention splits, where no usage
+ * is recorded and the feedback feature is always 0), and the feedback weight alone is fitted, by Newton's method on
+ * one coefficient with the rest of the model as an offset, on hits searched after labelled usage was replayed.
+ */
+export function fitFeedbackWeight(hits: readonly QueryHits[], model: CalibrationModel, ridge = 1e-2): CalibrationModel {
+  const base = { ...model, weights: { ...model.weights, feedback: 0 } };
+  const rows: { offset: number; x: number; label: number; weight: number }[] = [];
+  for (const query of hits) {
+    query.features.slice(0, HITS_PER_QUERY).forEach((features, i) => {
+      let offset = base.intercept;
+      for (const name of FEATURE_NAMES) offset += base.weights[name] * features[name];
+      rows.push({ offset, x: features.feedback, label: query.relevant[i] ? 1 : 0, weight: query.weight ?? 1 });
+    });
+  }
+  let w = 0;
+  for (let iteration = 0; iteration < 50; iteration++) {
+    let gradient = ridge * w;
+    let hessian = ridge;
+    for (const row of rows) {
+      const p = 1 / (1 + Math.exp(-(row.offset + w * row.x)));
+      gradient += row.weight * (p - row.label) * row.x;
+      hessian += row.weight * p * (1 - p) * row.x * row.x;
+    }
+    const step = gradient / hessian;
+    w -= step;
+    if (Math.abs(step) < 1e-8) break;
+  }
+  // Learned usage is evidence for a tool, never against it (fitModel: every weight at least 0).
+  return { ...base, weights: { ...base.weights, feedback: round(Math.max(0, w)) } };
 }
 
 function round(value: number): number {
@@ -164,6 +255,20 @@ function solve(matrix: number[][], vector: number[]): number[] {
 /** The top hit's calibrated score per query (0 for a query with no hit). */
 export function topScores(hits: readonly QueryHits[], model: CalibrationModel): number[] {
   return hits.map((query) => (query.features.length === 0 ? 0 : calibratedScores(query.features.slice(0, 1), model)[0]!));
+}
+
+/**
+ * For each answerable query whose right tool is among its collected hits: the calibrated score that tool gets (scores
+ * never rise down a ranking, calibratedScores). A threshold at or below it keeps the right answer in the results.
+ */
+export function rightAnswerScores(hits: readonly QueryHits[], model: CalibrationModel): number[] {
+  const scores: number[] = [];
+  for (const query of hits) {
+    const at = query.relevant.indexOf(true);
+    if (!query.answerable || at < 0) continue;
+    scores.push(calibratedScores(query.features.slice(0, at + 1), model)[at]!);
+  }
+  return scores;
 }
 
 /** Area under the ROC curve of `scores` separating answerable (positive) from unanswerable queries; ties count half. */

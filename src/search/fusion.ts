@@ -83,7 +83,7 @@ export function fuse(
   return [...fused.values()].sort((a, b) => b.score - a.score || a.name.localeCompare(b.name));
 }
 
-/** Per-query fusion: how far the vector signal is trusted for this query (config `search.adaptive`). */
+/** Per-query fusion: how far each signal is trusted for this query (config `search.adaptive`). */
 export interface AdaptiveFusionSettings {
   enabled: boolean;
   /**
@@ -92,27 +92,56 @@ export interface AdaptiveFusionSettings {
    * candidates apart for this query, and its spread-normalised scores would only add noise to BM25's ranking.
    */
   vectorMargin: number;
+  /**
+   * BM25's top candidate is a thin match when its coverage (the share of the query's idf it matched) is below this;
+   * f = min(1, coverage / lexicalCoverage), and the BM25 weight gives way by 1 − (1 − f)·t to a vector ranking trusted
+   * t (adaptiveWeights). A query whose words the catalog barely has ("will it rain in London tomorrow": one common
+   * word matched) still gets a BM25 list spread over [0, 1], and at full weight that thin evidence outvoted a
+   * confident vector ranking (issue 42). 0 turns the BM25 side off.
+   */
+  lexicalCoverage: number;
 }
 
-export const DEFAULT_ADAPTIVE_FUSION: AdaptiveFusionSettings = { enabled: true, vectorMargin: 0.3 };
+export const DEFAULT_ADAPTIVE_FUSION: AdaptiveFusionSettings = { enabled: true, vectorMargin: 0.3, lexicalCoverage: 0.3 };
 
 /**
- * The weights to fuse this query's lists with. Only the vector weight moves: BM25's own confidence signals (score gap,
- * hit count) did not separate right from wrong top hits consistently across MetaTool, LiveMCPBench and the fixture,
- * the vector margin did (BENCHMARKS.md, "Adaptive fusion"). Cosines are relative to the tenth candidate, so the rule
- * does not depend on a model's typical cosine level. With fewer than ten candidates the list says too little: weights
- * stay as given.
+ * The weights to fuse this query's lists with: each signal's weight follows its own evidence. The vector weight
+ * follows the vector margin (a flat top says nothing; BENCHMARKS.md, "Adaptive fusion"). BM25 gives way for a thin
+ * match (its top candidate covers little of the query) only as far as the vector is decisive: BM25's weight is
+ * scaled by 1 − (1 − f)·t, with f = min(1, coverage / lexicalCoverage) and t the vector's trust (its margin rule). The
+ * issue-42 case ("will it rain in London tomorrow": one common word matched, vector sure of the weather tools) loses
+ * BM25's vote; a query where both are thin ("Look up the Yu-Gi-Oh card Dark Magician": names the catalog lacks, a flat
+ * vector top) keeps it, since shifting weight to a signal with no evidence either only adds noise (scaled
+ * independently, that cost LiveMCPBench 3 of 84 right answers in the top 5; BENCHMARKS.md, "Everyday search").
+ * Cosines are relative to the tenth candidate, so the rule does not depend on a model's typical cosine level; with
+ * fewer than ten candidates the vector list says too little and is trusted as given. A signal whose base weight is 0
+ * was asked away, so the weights stay as given.
  */
-export function adaptiveWeights(semantic: readonly ScoredName[], weights: FusionWeights, settings: AdaptiveFusionSettings): FusionWeights {
-  if (!settings.enabled || semantic.length < 10 || weights.vector === 0) return weights;
-  const first = semantic[0]!.score;
-  const tenth = semantic[9]!.score;
-  const room = 1 - tenth;
-  const margin = room > 0 ? (first - tenth) / room : 0;
-  const trust = Math.min(1, Math.max(0, margin / settings.vectorMargin));
-  // BM25 must keep something to fuse with: a query whose BM25 weight is 0 asked for vectors only.
-  if (weights.bm25 === 0) return weights;
-  return { ...weights, vector: weights.vector * trust };
+export function adaptiveWeights(
+  semantic: readonly ScoredName[],
+  weights: FusionWeights,
+  settings: AdaptiveFusionSettings,
+  lexical: readonly ScoredName[] = [],
+): FusionWeights {
+  if (!settings.enabled || weights.bm25 === 0 || weights.vector === 0) return weights;
+  let trust = 1;
+  if (semantic.length >= 10) {
+    const first = semantic[0]!.score;
+    const tenth = semantic[9]!.score;
+    const room = 1 - tenth;
+    const margin = room > 0 ? (first - tenth) / room : 0;
+    trust = Math.min(1, Math.max(0, margin / settings.vectorMargin));
+  }
+  const vector = weights.vector * trust;
+  let bm25 = weights.bm25;
+  if (settings.lexicalCoverage > 0 && lexical.length > 0 && semantic.length > 0) {
+    // BM25's own top candidate: taking the best coverage of any candidate instead let a long list's stray full match
+    // keep the weight up, and cost MRR on LiveMCPBench's agent-style queries.
+    const thin = 1 - Math.min(1, (lexical[0]!.coverage ?? 1) / settings.lexicalCoverage);
+    bm25 *= 1 - thin * trust;
+  }
+  if (bm25 + vector <= 0) return weights;
+  return bm25 === weights.bm25 && vector === weights.vector ? weights : { ...weights, bm25, vector };
 }
 
 export function distributionScale(hits: readonly ScoredName[]): (score: number) => number {

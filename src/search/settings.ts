@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { hnswSettingsSchema, lexicalSettingsSchema } from '../indexing/settings.js';
 import { DEFAULT_ACTIVATION_THRESHOLDS } from './activation.js';
 import { DEFAULT_SEARCH_SETTINGS, SEARCH_MODES } from './search.js';
+import { DEFAULT_ADAPTIVE_FUSION } from './fusion.js';
 import { fusionMethodSchema, weightsWithDefaults } from './weights.js';
 
 /** A weight left out keeps its default, as a partial `weights` does in the settings API and in a search request. */
@@ -54,9 +55,14 @@ export const searchSettingsSchema = z
     minScore: z.number().min(0).max(1, 'search.minScore is a calibrated score, 0 to 1').default(DEFAULT_SEARCH_SETTINGS.minScore!),
     /** Longest wait for a query's embedding before the search answers from BM25 alone (and says so). */
     embedTimeoutMs: z.number().int().min(1).max(60_000).default(2_000),
-    /** Per-query vector weight from the vector margin (src/search/fusion.ts), scaling the base weights in weighted fusion. */
+    /** Per-query weights from each signal's evidence (src/search/fusion.ts), scaling the base weights in weighted fusion. */
     adaptive: z
-      .object({ enabled: z.boolean().default(true), vectorMargin: z.number().positive().max(1).default(0.3) })
+      .object({
+        enabled: z.boolean().default(true),
+        vectorMargin: z.number().positive().max(1).default(DEFAULT_ADAPTIVE_FUSION.vectorMargin),
+        /** BM25's weight scales by min(1, best candidate's query coverage / this); 0 keeps BM25's weight as given. */
+        lexicalCoverage: z.number().min(0).max(1).default(DEFAULT_ADAPTIVE_FUSION.lexicalCoverage),
+      })
       .prefault({}),
     rerank: rerankSettingsSchema,
     /**

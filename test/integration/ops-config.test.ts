@@ -57,7 +57,7 @@ describe('config.example.yaml', () => {
   it('is a valid configuration covering every documented part', () => {
     const config = loadConfig({ TOOLROUTER_CONFIG: EXAMPLE });
     assert.equal(config.search.mode, 'hybrid');
-    assert.deepEqual(config.search.weights, { bm25: 0.55, vector: 0.45 });
+    assert.deepEqual(config.search.weights, { bm25: 0.6, vector: 0.4 });
     assert.equal(config.search.fusion, 'weighted');
     assert.equal(config.search.maxTopK, 50);
     assert.ok(config.search.pinned.includes('restart_service'));
@@ -251,8 +251,8 @@ describe('toolrouter config check', () => {
 
   it('merges a partial search.weights over the defaults, as the settings API does', async () => {
     const config = loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0.7 } }\n') });
-    assert.deepEqual(config.search.weights, { bm25: 0.7, vector: 0.45 });
-    assert.deepEqual(loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { vector: 0.2 } }\n') }).search.weights, { bm25: 0.55, vector: 0.2 });
+    assert.deepEqual(config.search.weights, { bm25: 0.7, vector: 0.4 });
+    assert.deepEqual(loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { vector: 0.2 } }\n') }).search.weights, { bm25: 0.6, vector: 0.2 });
     assert.throws(() => loadConfig({ TOOLROUTER_CONFIG: configFile('search: { weights: { bm25: 0, vector: 0 } }\n') }), /search\.weights: at least one of bm25 and vector must be positive/);
   });
 });

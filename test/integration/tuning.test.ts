@@ -169,7 +169,8 @@ describe('tuning API: POST /v1/eval and /v1/search/settings', () => {
         return (response.body.decision.kept as { name: string; reason: string }[]).filter((kept) => kept.reason === 'ranked').map((kept) => kept.name);
       };
       const lexicalMatches = new Set(
-        ((await api.post('/v1/tools/search', { query, mode: 'bm25', top_k: 50 })).body.results as { name: string }[]).map((result) => result.name),
+        // Every word match, however weak: min_score 0 (the default cut-off would leave weak matches out of the set).
+        ((await api.post('/v1/tools/search', { query, mode: 'bm25', top_k: 50, min_score: 0 })).body.results as { name: string }[]).map((result) => result.name),
       );
       const byDefault = await rewrite();
       assert.ok(byDefault.some((name) => !lexicalMatches.has(name)), 'the default ranking keeps a tool found by meaning alone');

@@ -100,7 +100,7 @@ describe('abstention split and its metrics', () => {
   });
 
   it('fits a logistic model that orders by the signal that separates', () => {
-    const feature = (coverage: number): RelevanceFeatures => ({ coverage, bm25Relative: 1, bm25Log: 1, cosine: 0, cosineMargin: 0, ranking: 0.5, lead: 0.1, reciprocalRank: 1 });
+    const feature = (coverage: number): RelevanceFeatures => ({ coverage, bm25Relative: 1, bm25Log: 1, cosine: 0, cosineMargin: 0, ranking: 0.5, lead: 0.1, reciprocalRank: 1, feedback: 0 });
     const hits: QueryHits[] = [];
     for (let i = 0; i < 40; i++) {
       const coverage = i / 40;
@@ -110,6 +110,24 @@ describe('abstention split and its metrics', () => {
     const model = fitModel(hits, 'bm25');
     assert.ok(model.weights.coverage > 0, JSON.stringify(model));
     assert.equal(model.weights.cosine, 0, 'bm25 models read no cosine');
+  });
+
+  it('fits no negative weight: less evidence never scores higher (issue 42)', () => {
+    // lead rises with relevance; bm25Log is higher on the wrong hits. Unconstrained, the fit gives bm25Log a negative
+    // weight, so a hit BM25 did not return (bm25Log 0) would score above one it did.
+    const feature = (lead: number, bm25Log: number): RelevanceFeatures => ({ coverage: 0, bm25Relative: 0, bm25Log, cosine: 0, cosineMargin: 0, ranking: 0, lead, reciprocalRank: 1, feedback: 0 });
+    const hits: QueryHits[] = [];
+    for (let i = 0; i < 60; i++) {
+      const relevant = i % 3 !== 0 ? i >= 30 : i < 30;
+      hits.push({ answerable: true, features: [feature(i / 60, relevant ? 1 : 3)], relevant: [relevant], rawTop: 0 });
+    }
+    const model = fitModel(hits, 'bm25');
+    for (const [name, weight] of Object.entries(model.weights)) assert.ok(weight >= 0, `${name} ${weight}: ${JSON.stringify(model)}`);
+    assert.equal(model.weights.bm25Log, 0);
+    assert.ok(model.weights.lead > 0, JSON.stringify(model));
+    for (const mode of ['hybrid', 'bm25', 'vector'] as const) {
+      for (const [name, weight] of Object.entries(DEFAULT_CALIBRATION[mode].weights)) assert.ok(weight >= 0, `shipped ${mode} ${name} ${weight}`);
+    }
   });
 
   it('the shipped models read only their mode\'s signals', () => {

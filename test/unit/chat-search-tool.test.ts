@@ -161,6 +161,29 @@ describe('search tool: a trimmed request still reaches the tool it needs', () =>
     assert.match(lastAnswer.note, /last tool search/);
   });
 
+  it('abstains like REST when nothing fits: no tools added in any round, and the answer says what was searched (issue 42)', async () => {
+    // Words no tool's text has (the rewrite abstains on them, test above): the search tool, asked round after round,
+    // adds nothing, where before it handed the model its top 5 every round.
+    const nothing = 'Zorblat quixnid the frumious vellichor';
+    llm.respond(jsonBody(() => toolCallCompletion('call_nothing', 'search_tools', { query: nothing })));
+    const answer = await post(completions, { model: 'm', messages: [user('Email Erin the minutes.')], tools: TOOLS });
+    assert.equal(answer.status, 200);
+    assert.equal(llm.received.length, 3, 'two rounds answered, the third turn forwarded');
+    const offered = llm.received.map((request) => chatNames(request.json.tools));
+    assert.deepEqual(offered[1], offered[0], 'no tool added after the first search');
+    assert.deepEqual(offered[2], offered[0], 'no tool added after the second search');
+    for (const received of llm.received.slice(1)) {
+      const result = JSON.parse(received.json.messages.at(-1).content);
+      assert.deepEqual(result.tools, []);
+      assert.match(result.note, /No tool fits "Zorblat quixnid the frumious vellichor"\. Searches \d+ tools of \d+ servers/);
+    }
+    // A query a tool answers still finds it: the abstention is the score's, not the search tool's.
+    llm.reset();
+    llm.respond(scripted(jsonBody(() => toolCallCompletion('call_search', 'search_tools', ASK)), jsonBody(() => completion('done'))));
+    await post(completions, { model: 'm', messages: emailTo('Fay'), tools: TOOLS });
+    assert.ok(chatNames(llm.received[1]!.json.tools).includes(NEEDED));
+  });
+
   it('answers a malformed search call with how to call it, and continues', async () => {
     llm.respond(scripted(jsonBody(() => toolCallCompletion('call_bad', 'search_tools', { q: 1 })), jsonBody(() => completion('done'))));
     const answer = await post(completions, { model: 'm', messages: [user('Email Dan the invoice.')], tools: TOOLS });

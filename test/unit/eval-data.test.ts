@@ -18,9 +18,10 @@ import {
   sanitizeName,
 } from '../../src/eval/datasets.js';
 import { evaluate, formatTable } from '../../src/eval/metrics.js';
+import { DATASETS_DIR } from '../helpers/paths.js';
 
 const repoRoot = dirname(dirname(dirname(fileURLToPath(import.meta.url))));
-const datasets = join(repoRoot, '..', 'shared', 'datasets');
+const datasets = DATASETS_DIR;
 const metatoolDir = join(datasets, 'metatool');
 const liveMcpBenchFile = join(datasets, 'livemcpbench', 'tools.json');
 const fixtures = join(repoRoot, 'test', 'fixtures');

@@ -27,7 +27,14 @@ describe('splitIdentifier', () => {
 
 describe('tokenize', () => {
   it('splits identifiers inside prose and drops single ASCII characters', () => {
-    assert.deepEqual(tokenize("Use Gmail_SendEmail, it's an e-mail tool"), ['use', 'gmail', 'send', 'email', 'it', 'an', 'mail', 'tool']);
+    assert.deepEqual(tokenize("Use Gmail_SendEmail, it's an e-mail tool"), ['use', 'gmail', 'sendemail', 'send', 'email', 'it', 'an', 'mail', 'tool']);
+  });
+  it('keeps a camelCase word whole as well as split, so a brand typed with capitals meets the same word in lower case (issue 42)', () => {
+    assert.deepEqual(tokenize('trending on GitHub'), ['trending', 'on', 'github', 'git', 'hub']);
+    assert.deepEqual(tokenize('github'), ['github']);
+    assert.deepEqual(tokenize('getHTTPResponse base64Encode'), ['gethttpresponse', 'get', 'http', 'response', 'base64encode', 'base64', 'encode']);
+    // snake and kebab case were never one word: only their parts.
+    assert.deepEqual(tokenize('get_user get-user'), ['get', 'user', 'get', 'user']);
   });
   it('indexes unspaced scripts as character pairs', () => {
     assert.deepEqual(tokenize('必应搜索'), ['必应', '应搜', '搜索']);
