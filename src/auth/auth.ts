@@ -2,8 +2,8 @@ import { Access } from './access.js';
 import type { KeyStore } from './key-store.js';
 import { hashSecret, sameSecret, SECRET_PREFIX } from './keys.js';
 import { RateLimitedError, type RateLimits } from './rate-limit.js';
-import { ToolrouterError } from '../errors.js';
 import type { Identity } from './identity/identity.js';
+import { UnauthorizedError } from './unauthorized.js';
 
 export interface AuthSettings {
   /** Unset: the service is open (and listens on loopback only); presented virtual keys still narrow what a caller sees. */
@@ -14,14 +14,7 @@ export interface AuthSettings {
   authFailuresPerIpPerMinute: number;
 }
 
-/** The request carried no usable credential, or a wrong, deleted or expired one. */
-export class UnauthorizedError extends ToolrouterError {
-  override readonly name = 'UnauthorizedError';
-  /** `missing`: no credential came; `invalid`: a wrong, deleted or expired one did. */
-  constructor(message: string, reason: 'missing' | 'invalid') {
-    super('unauthorized', message, { reason });
-  }
-}
+export { UnauthorizedError } from './unauthorized.js';
 
 /** A credential as presented: where it came from matters, because an Authorization header may be meant for the LLM. */
 export interface Credential {

@@ -15,35 +15,11 @@ import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
 import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 import { checkModelType, chooseDtype, loadTransformers, ONNX_DTYPES, onnxFileOf, pointAtModels, type OnnxDtype, type TransformersModule } from './runtime.js';
 import { loadFolderTokenizer, type Tokenizer, type WordPieceModel } from './tokenizer.js';
+import type { EmbedOptions, Embedder } from './types.js';
 
 export { OFFLINE_MODEL_ID } from './offline-model.js';
 
-/** What a text is embedded as: models trained with prefixes (e5, bge, nomic...) embed queries and documents differently. */
-export type EmbedRole = 'query' | 'document';
-
-export interface EmbedOptions {
-  /** Default `document`. */
-  role?: EmbedRole;
-  /** Abandons the call (a query embedding past the search timeout); providers that cannot cancel ignore it. */
-  signal?: AbortSignal;
-}
-
-export interface Embedder {
-  /** The index identity: an index built with another model id is not searched with this embedder. */
-  readonly modelId: string;
-  /**
-   * What the embedding cache is keyed by next to the text hash: provider, model, dimensions and document prefix, so
-   * a vector made any other way is never reused.
-   */
-  readonly cacheKey: string;
-  readonly dimensions: number;
-  /**
-   * L2-normalised vectors, one per text, same order. A text with nothing the model can represent (empty,
-   * whitespace, or only words outside the offline model's vocabulary) gets an all-zero vector: it has cosine 0
-   * with everything instead of NaN, so it can be stored and compared but never ranks above a real match.
-   */
-  embed(texts: string[], options?: EmbedOptions): Promise<Float32Array[]>;
-}
+export type { EmbedOptions, EmbedRole, Embedder } from './types.js';
 
 export interface EmbedderOptions extends Partial<ModelSettings>, Partial<Omit<OpenAiEmbedderOptions, 'model' | 'batchSize'>> {
   /** `transformers` (default) or `openai`. */

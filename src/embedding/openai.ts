@@ -7,7 +7,7 @@
  * retried, and after `failuresBeforeCooldown` failed requests in a row the provider is not asked for queries for
  * `cooldownMs` (searches answer from BM25 at once), then one query tries it again. Builds keep their retries.
  */
-import type { EmbedOptions, Embedder } from './embedder.js';
+import type { EmbedOptions, Embedder } from './types.js';
 import { modelSettings, type ModelSettings } from './presets.js';
 
 export interface OpenAiEmbedderOptions extends Partial<ModelSettings> {

@@ -1,11 +1,5 @@
-import type { RedisClient } from '../redis/connection.js';
 import express, { type Express, type RequestHandler, type Router } from 'express';
 import type { Logger } from 'pino';
-import type { Catalog } from '../catalog/catalog.js';
-import type { StaticSources } from '../catalog/static-sources.js';
-import type { IndexManager, IndexPipeline } from '../indexing/manager.js';
-import type { SearchService } from '../search/search.js';
-import type { Metrics } from '../metrics.js';
 import type { Auth } from '../auth/auth.js';
 import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
 import { authenticate, enterRequestScope, requireAdmin, type ProxyAuthOptions } from './auth.js';
@@ -15,33 +9,29 @@ import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
 import { requestLog } from './request-log.js';
-import { catalogRoutes } from './routes/catalog.js';
-import { healthRoutes } from './routes/health.js';
-import { indexRoutes } from './routes/index-status.js';
+import { catalogRoutes, type CatalogRouteOptions } from './routes/catalog.js';
+import { healthRoutes, type HealthRouteOptions } from './routes/health.js';
+import { indexRoutes, type IndexRouteOptions } from './routes/index-status.js';
 import { keyRoutes } from './routes/keys.js';
-import { SEARCH_PATH, searchRoute } from './routes/search.js';
+import { SEARCH_PATH, searchRoute, type SearchRouteOptions } from './routes/search.js';
 import { consoleRoutes } from './routes/console.js';
 import { tuningRoutes, type TuningDependencies } from './routes/tuning.js';
 import { httpServerSpan } from '../telemetry/spans.js';
 import { tracing } from '../telemetry/tracing.js';
 
-export interface AppDependencies {
-  catalog: Catalog;
-  sources: StaticSources;
-  indexes: IndexManager;
-  pipeline: IndexPipeline;
-  search: SearchService;
+/**
+ * What the app is built from: each route's own options (the catalog, index, search and health routes declare what they
+ * read), plus what the app itself mounts and checks. `metrics` also counts every request.
+ */
+export interface AppOptions extends CatalogRouteOptions, HealthRouteOptions, IndexRouteOptions, SearchRouteOptions {
   log: Logger;
   bodyLimit: string;
-  maxQueryLength: number;
   /** Deepest JSON nesting accepted in a request body (limits.jsonDepth). */
   jsonDepth?: number;
   /** Routers of the other faces (MCP, chat proxy), mounted after the core API and before the 404 handler. */
   routers?: Router[];
   /** Paths whose router reads the body itself, raw (the chat proxy forwards it byte for byte); the JSON parser skips them. */
   rawBodyPaths?: readonly string[];
-  /** /ready fails once the live index has not been built for the current catalog for this long (ready.indexGraceMs). */
-  indexGraceMs?: number;
   /** The OpenAI-compatible proxy's paths (bodies read raw) and whether they need a key. */
   proxy?: ProxyAuthOptions;
   /**
@@ -49,19 +39,10 @@ export interface AppDependencies {
    * before one): OpenAI's shape on the proxy's, JSON-RPC on /mcp. Every other path gets toolrouter's REST shape.
    */
   errorShapes?: FaceErrorShape[];
-  /** The Redis connection of the shared index pipeline; /ready checks it answers. */
-  redis?: RedisClient;
-  /**
-   * The keyed read/write probe of the slot (cluster) or master (Sentinel) toolrouter writes to (src/redis/health.ts);
-   * when given, /ready's Redis check is this probe rather than a PING of `redis`.
-   */
-  redisHealth?: { check(): Promise<{ ok: boolean; detail?: string }> };
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
   tuning?: TuningDependencies;
   /** The web console's static files (src/console, or dist/src/console once built); absent, /console is not served. */
   consoleDir?: string;
-  /** This router's metrics: requests are counted into it and GET /metrics serves its registry. */
-  metrics: Metrics;
   /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
   auth?: Auth;
   security?: SecuritySettings;
@@ -79,7 +60,7 @@ const DEFAULT_JSON_DEPTH = 64;
  */
 const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
 
-export function createApp(deps: AppDependencies): Express {
+export function createApp(deps: AppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');

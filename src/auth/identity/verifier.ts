@@ -1,6 +1,6 @@
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ToolrouterError } from '../../errors.js';
-import { UnauthorizedError } from '../auth.js';
+import { UnauthorizedError } from '../unauthorized.js';
 import type { IdentitySettings } from './settings.js';
 
 /** A token that passed every check: signature, issuer, audience, time, required scopes. */

@@ -1,7 +1,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError, parseBody } from '../errors.js';
-import type { AppDependencies } from '../app.js';
+import type { Catalog } from '../../catalog/catalog.js';
+import type { StaticSources } from '../../catalog/static-sources.js';
+import type { IndexManager } from '../../indexing/manager.js';
 import { accessOf, assertAdmin } from '../auth.js';
 import { catalogViews } from '../catalog-views.js';
 import { MAX_SOURCE_DESCRIPTION } from '../../catalog/catalog.js';
@@ -17,7 +19,14 @@ const putSourceBody = z
   })
   .strict();
 
-export function catalogRoutes({ catalog, sources, indexes }: Pick<AppDependencies, 'catalog' | 'sources' | 'indexes'>): Router {
+/** What the catalog routes (`/v1/catalog…`) need; the app's options include these. */
+export interface CatalogRouteOptions {
+  catalog: Catalog;
+  sources: StaticSources;
+  indexes: IndexManager;
+}
+
+export function catalogRoutes({ catalog, sources, indexes }: CatalogRouteOptions): Router {
   const router = Router();
   const views = catalogViews(indexes);
 
@@ -59,7 +68,7 @@ export function catalogRoutes({ catalog, sources, indexes }: Pick<AppDependencie
 }
 
 /** Upstream MCP servers own their source names; the REST API must not replace or delete their tools. */
-function refuseReserved(catalog: AppDependencies['catalog'], source: string): void {
+function refuseReserved(catalog: Catalog, source: string): void {
   const owner = catalog.reservedBy(source);
   if (owner !== undefined) {
     throw new HttpError(409, 'conflict', `source "${source}" belongs to ${owner}; static sources need another name`);

@@ -1,6 +1,7 @@
 import type { RedisClient } from '../../redis/connection.js';
 import { Router } from 'express';
-import type { AppDependencies } from '../app.js';
+import type { IndexManager } from '../../indexing/manager.js';
+import type { Metrics } from '../../metrics.js';
 
 /** A probe must answer well inside a load balancer's timeout, even when Redis hangs rather than refuses. */
 const REDIS_PING_TIMEOUT_MS = 1_000;
@@ -10,7 +11,23 @@ interface Check {
   detail?: string;
 }
 
-export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics }: Pick<AppDependencies, 'indexes' | 'redis' | 'redisHealth' | 'indexGraceMs' | 'metrics'>): Router {
+/** What `/health`, `/ready` and `/metrics` need; the app's options include these. */
+export interface HealthRouteOptions {
+  indexes: IndexManager;
+  /** The Redis connection of the shared index pipeline; /ready checks it answers. */
+  redis?: RedisClient;
+  /**
+   * The keyed read/write probe of the slot (cluster) or master (Sentinel) toolrouter writes to (src/redis/health.ts);
+   * when given, /ready's Redis check is this probe rather than a PING of `redis`.
+   */
+  redisHealth?: { check(): Promise<Check> };
+  /** /ready fails once the live index has not been built for the current catalog for this long (ready.indexGraceMs). */
+  indexGraceMs?: number;
+  /** This router's metrics: GET /metrics serves its registry. */
+  metrics: Metrics;
+}
+
+export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics }: HealthRouteOptions): Router {
   const router = Router();
   const grace = indexGraceMs ?? 300_000;
   /** Since when the live index has not been built for the current catalog (per catalog hash). */

@@ -1,9 +1,15 @@
 import { Router } from 'express';
-import type { AppDependencies } from '../app.js';
+import type { IndexManager, IndexPipeline } from '../../indexing/manager.js';
 import { accessOf, requireAdmin } from '../auth.js';
 import { catalogViews } from '../catalog-views.js';
 
-export function indexRoutes({ indexes, pipeline }: Pick<AppDependencies, 'indexes' | 'pipeline'>): Router {
+/** What the index routes (`/v1/index…`) need; the app's options include these. */
+export interface IndexRouteOptions {
+  indexes: IndexManager;
+  pipeline: IndexPipeline;
+}
+
+export function indexRoutes({ indexes, pipeline }: IndexRouteOptions): Router {
   const router = Router();
   const views = catalogViews(indexes);
   router.get('/v1/index/status', async (_req, res) => {

@@ -1,11 +1,11 @@
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { SEARCH_MODES, SELECT_PREFIX } from '../../search/search.js';
+import { SEARCH_MODES, SELECT_PREFIX, type SearchService } from '../../search/search.js';
 import { briefTool } from '../../search/coverage.js';
 import { codeTool } from '../../codemode/signatures.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
 import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
-import type { AppDependencies } from '../app.js';
+import type { IndexManager } from '../../indexing/manager.js';
 import { accessOf } from '../auth.js';
 import type { CatalogEntry } from '../../catalog/catalog.js';
 import { catalogViews } from '../catalog-views.js';
@@ -13,7 +13,14 @@ import { catalogViews } from '../catalog-views.js';
 export const SEARCH_PATH = '/v1/tools/search';
 
 /** `POST /v1/tools/search`: mounted by the app ahead of the other routes (src/http/app.ts). */
-export function searchRoute({ search, maxQueryLength, indexes }: Pick<AppDependencies, 'search' | 'maxQueryLength' | 'indexes'>): RequestHandler {
+/** What the search route needs; the app's options include these. */
+export interface SearchRouteOptions {
+  search: SearchService;
+  maxQueryLength: number;
+  indexes: IndexManager;
+}
+
+export function searchRoute({ search, maxQueryLength, indexes }: SearchRouteOptions): RequestHandler {
   const views = catalogViews(indexes);
   const searchBody = z
     .object({
