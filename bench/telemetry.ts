@@ -115,8 +115,11 @@ async function searchAB(queries: string[]): Promise<{ current: number; baseline:
   const embedder = await createEmbedder({ ...config.embedding });
   const fixed = await createFixedSearch(generateCatalog(TOOLS), { embedder, lexical: config.search.lexical, hnsw: config.search.hnsw, settings: config.search });
   const { SearchService: BaselineService } = (await import(path.join(path.resolve(BASELINE), 'src/search/search.ts'))) as { SearchService: typeof SearchService };
-  const baseline = new BaselineService(fixed.catalog, fixed.indexes, embedder, config.search);
-  const current = new SearchService(fixed.catalog, fixed.indexes, embedder, config.search);
+  // A baseline checkout from before SearchServiceOptions takes the same parts as positional arguments.
+  const options = { catalog: fixed.catalog, indexes: fixed.indexes, embedder, settings: config.search };
+  const positional = BaselineService as unknown as new (...parts: unknown[]) => SearchService;
+  const baseline = BaselineService.length > 1 ? new positional(options.catalog, options.indexes, embedder, options.settings) : new BaselineService(options);
+  const current = new SearchService(options);
   const samples = { current: [] as number[], baseline: [] as number[] };
   const block = 50;
   for (let i = 0; i < 200; i++) await current.search({ query: queries[i % queries.length]! }).then(() => baseline.search({ query: queries[i % queries.length]! }));

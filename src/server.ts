@@ -111,7 +111,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const feedback = await startFeedback({ settings: config.feedback, metrics }, embedder, log, bus);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
-  const search = new SearchService(catalog, indexes, embedder, config.search, feedback, reranker, metrics);
+  const search = new SearchService({ catalog, indexes, embedder, settings: config.search, feedback, reranker, metrics });
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
   const defaults = await startSearchDefaults(search, { bus, log });
   closers.push(() => defaults.close());

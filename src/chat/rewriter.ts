@@ -154,19 +154,27 @@ export class ToolRewriter {
   /** Search over one request's tool index with the router's current defaults. */
   private requestSearch(index: ToolIndex, k: number, excluded: number): SearchService {
     const settings = this.deps.search.settings;
-    return new SearchService(index.catalog, index.indexes, this.deps.embedder, {
-      ...settings,
-      mode: this.mode,
-      topK: k,
-      maxTopK: k,
-      // Excluded tools are filtered out after ranking, so rank enough candidates to still fill k.
-      candidates: Math.max(settings.candidates, k + excluded),
-      // Pinned tools are a keep-rule here; the request's own search must not hide them.
-      pinned: [],
-      // The request's tools fill k; whether nothing fits at all (abstaining) is decided on the top score (fromRequest).
-      minScore: 0,
+    const { feedback, metrics } = this.deps.search;
+    return new SearchService({
+      catalog: index.catalog,
+      indexes: index.indexes,
+      embedder: this.deps.embedder,
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
-    }, this.deps.search.feedback, undefined, this.deps.search.metrics);
+      ...(feedback ? { feedback } : {}),
+      ...(metrics ? { metrics } : {}),
+      settings: {
+        ...settings,
+        mode: this.mode,
+        topK: k,
+        maxTopK: k,
+        // Excluded tools are filtered out after ranking, so rank enough candidates to still fill k.
+        candidates: Math.max(settings.candidates, k + excluded),
+        // Pinned tools are a keep-rule here; the request's own search must not hide them.
+        pinned: [],
+        // The request's tools fill k; whether nothing fits at all (abstaining) is decided on the top score (fromRequest).
+        minScore: 0,
+      },
+    });
   }
 
   /** The request forwarded with every tool, each with its keep reason. */

@@ -57,6 +57,13 @@ export async function createFixedSearch(tools: readonly Tool[] | Catalog, option
   });
   const indexes = new IndexManager(snapshot);
   indexes.install(index, 0);
-  const search = new SearchService(catalog, indexes, options.embedder, options.settings ?? DEFAULT_SEARCH_SETTINGS, options.feedback, options.reranker);
+  const search = new SearchService({
+    catalog,
+    indexes,
+    embedder: options.embedder,
+    settings: options.settings ?? DEFAULT_SEARCH_SETTINGS,
+    ...(options.feedback ? { feedback: options.feedback } : {}),
+    ...(options.reranker ? { reranker: options.reranker } : {}),
+  });
   return { catalog, indexes, index, search, stats };
 }

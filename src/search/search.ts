@@ -204,7 +204,29 @@ function sameNames(a: readonly string[], b: readonly string[]): boolean {
  * Answers queries over the catalog. Ranked modes read the live index; results are resolved against the current catalog,
  * so a tool removed since the index was built is never returned, and definitions are always the current ones.
  */
+/** What a SearchService searches with. */
+export interface SearchServiceOptions {
+  catalog: Catalog;
+  indexes: IndexManager;
+  /** Embeds the query for vector and hybrid search (the model the live index was built with). */
+  embedder: Embedder;
+  /** The defaults a request gets for what it leaves out; replaced as a whole by updateFusionDefaults. */
+  settings: SearchSettings;
+  /** Learning from usage; without it hybrid search fuses BM25 and vectors only. */
+  feedback?: FeedbackSignal;
+  /** Re-scores the top fused candidates when settings.rerank.enabled; without it nothing is reranked. */
+  reranker?: Reranker;
+  /** The router's metrics (search duration, results, fallbacks, reranks); without it nothing is counted. */
+  metrics?: Metrics;
+}
+
 export class SearchService {
+  readonly feedback?: FeedbackSignal;
+  readonly metrics?: Metrics;
+  private readonly catalog: Catalog;
+  private readonly indexes: IndexManager;
+  private readonly embedder: Embedder;
+  private readonly reranker?: Reranker;
   private readonly pinned: Set<string>;
   private current: SearchSettings;
   /** Visible label sets by visibility key, per live index and for the catalog snapshot they were computed against. */
@@ -212,18 +234,13 @@ export class SearchService {
   private readonly haystacks = new WeakMap<CatalogSnapshot, RegexHaystacks>();
   private readonly labelSets = new WeakMap<SearchIndex, { snapshot: CatalogSnapshot; byKey: Map<string, VisibleLabels> }>();
 
-  constructor(
-    private readonly catalog: Catalog,
-    private readonly indexes: IndexManager,
-    private readonly embedder: Embedder,
-    settings: SearchSettings,
-    /** Learning from usage; without it hybrid search fuses BM25 and vectors only. */
-    readonly feedback?: FeedbackSignal,
-    /** Re-scores the top fused candidates when settings.rerank.enabled; without it nothing is reranked. */
-    private readonly reranker?: Reranker,
-    /** The router's metrics (search duration, results, fallbacks, reranks); without it nothing is counted. */
-    readonly metrics?: Metrics,
-  ) {
+  constructor({ catalog, indexes, embedder, settings, feedback, reranker, metrics }: SearchServiceOptions) {
+    this.catalog = catalog;
+    this.indexes = indexes;
+    this.embedder = embedder;
+    if (feedback) this.feedback = feedback;
+    if (reranker) this.reranker = reranker;
+    if (metrics) this.metrics = metrics;
     this.current = settings;
     this.pinned = new Set(settings.pinned);
   }

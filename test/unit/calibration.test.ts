@@ -49,7 +49,7 @@ describe('calibrated scores', () => {
       },
     };
     // The same catalog and index, searched by a service whose embeddings provider fails.
-    const down = new SearchService(stack.catalog, stack.indexes, failing, DEFAULT_SEARCH_SETTINGS);
+    const down = new SearchService({ catalog: stack.catalog, indexes: stack.indexes, embedder: failing, settings: DEFAULT_SEARCH_SETTINGS });
     const fallback = await down.search({ query: 'create a pull request', topK: 5, minScore: 0 });
     const bm25 = await stack.search.search({ query: 'create a pull request', mode: 'bm25', topK: 5, minScore: 0 });
     assert.equal(fallback.fallback?.reason, 'embedding_error');
