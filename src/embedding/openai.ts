@@ -19,21 +19,26 @@ export interface OpenAiEmbedderOptions extends Partial<ModelSettings> {
   /** Asked of models that can shorten their output (text-embedding-3-*); every vector returned must have it. */
   dimensions?: number;
   batchSize: number;
-  /** Batches in flight at once. */
+  /** Batches in flight at once. @defaultValue 4 */
   concurrency?: number;
-  /** Retries of one batch after the first attempt. */
+  /** Retries of one batch after the first attempt. @defaultValue 4 */
   retries?: number;
-  /** Per HTTP request. */
+  /** Per HTTP request. @defaultValue 30000 */
   timeoutMs?: number;
-  /** First backoff; doubled per retry (with jitter), capped at maxBackoffMs, unless the server says Retry-After. */
+  /**
+   * First backoff; doubled per retry (with jitter), capped at maxBackoffMs, unless the server says Retry-After.
+   * @defaultValue 500
+   */
   backoffMs?: number;
+  /** @defaultValue 30000 */
   maxBackoffMs?: number;
-  /** Failed requests in a row (connection, timeout, 429, 5xx) after which queries stop asking the provider. */
+  /** Failed requests in a row (connection, timeout, 429, 5xx) after which queries stop asking the provider. @defaultValue 3 */
   failuresBeforeCooldown?: number;
-  /** How long queries do not ask the provider after that; then one query tries it again. */
+  /** How long queries do not ask the provider after that; then one query tries it again. @defaultValue 10000 */
   cooldownMs?: number;
 }
 
+/** The defaults of the optional settings above (the @defaultValue tags repeat them for readers of the interface). */
 export const OPENAI_DEFAULTS = { concurrency: 4, retries: 4, timeoutMs: 30_000, backoffMs: 500, maxBackoffMs: 30_000, failuresBeforeCooldown: 3, cooldownMs: 10_000 };
 
 /** A failure worth retrying (rate limit, server error, timeout, connection) and how long the server asked us to wait. */
