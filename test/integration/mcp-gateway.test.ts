@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, LATEST_PROTOCOL_VERSION, ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { backoff, type UpstreamStatus } from '../../src/mcp/upstream.js';
+import { backoff, type UpstreamStatus } from '../../src/mcp/upstream/index.js';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/http-server.js';
 import { connectHttpClient, readJsonRpc, stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';

@@ -16,7 +16,7 @@ import { REDIS_URL } from '../helpers/processes.js';
 import { freePort, PrivateRedis } from '../helpers/redis-server.js';
 
 /**
- * OAuth 2.1 to an upstream MCP server (src/mcp/oauth/), end to end with real parts: the fixture is an OAuth-protected
+ * OAuth 2.1 to an upstream MCP server (src/mcp/upstream/oauth/), end to end with real parts: the fixture is an OAuth-protected
  * MCP server made of the SDK's own authorization server and bearer middleware; toolrouter's side is the SDK client's
  * auth(). The browser step is a plain HTTP client following the authorization server's redirect (it approves at once).
  */

@@ -2,7 +2,7 @@
 import { LOG_LEVEL_META_KEY, ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
 import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { withoutRepeatedCode } from '../errors.js';
+import { withoutRepeatedCode } from './errors.js';
 import type { LogLevel } from '../relay/channel.js';
 import { RESULT_TOO_LARGE } from './bounds.js';
 import { UpstreamError, type UpstreamCallOptions } from './types.js';

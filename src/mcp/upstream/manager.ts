@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Catalog } from '../../catalog/catalog.js';
-import { servesUri, type UpstreamFeatures } from '../features.js';
-import { transformServer, type ToolTransform } from '../transform.js';
+import { servesUri, type UpstreamFeatures } from './features.js';
+import { transformServer, type ToolTransform } from './transform.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
 import type { LogLevel } from '../relay/channel.js';

@@ -81,7 +81,7 @@ export class ServerOAuth implements UpstreamAuth {
     return this.options.server;
   }
 
-  /** Where its record is stored: the server's name, or a per-user key (src/mcp/oauth/users.ts). */
+  /** Where its record is stored: the server's name, or a per-user key (src/mcp/upstream/oauth/manager.ts). */
   get key(): string {
     return this.options.storeKey ?? this.options.server;
   }

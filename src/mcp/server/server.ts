@@ -20,24 +20,24 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { Access } from '../auth/access.js';
-import { compileSchema } from '../catalog/json-schema.js';
-import type { Tool } from '../catalog/types.js';
-import { briefTool } from '../search/coverage.js';
-import { SELECT_PREFIX } from '../search/search.js';
-import { RpcError } from './errors.js';
+import { Access } from '../../auth/access.js';
+import { compileSchema } from '../../catalog/json-schema.js';
+import type { Tool } from '../../catalog/types.js';
+import { briefTool } from '../../search/coverage.js';
+import { SELECT_PREFIX } from '../../search/search.js';
+import { RpcError } from './rpc-error.js';
 import { loose, parseParams } from './params.js';
-import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from './oauth/elicitation.js';
-import { GatewayError, type McpGateway } from './gateway.js';
-import type { UpstreamNotes } from './startup.js';
-import type { FeaturesChange, UpstreamProgress } from './upstream.js';
-import { IMPLEMENTATION } from './version.js';
-import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
-import { mcpServerToolSpan } from '../telemetry/spans.js';
-import type { RelayContext } from './relay/channel.js';
-import { SessionRelay } from './relay/session.js';
-import { CodeTool, searchDetail } from './code-tool.js';
-import { ownerOf, TaskLimitError } from './relay/tasks.js';
+import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
+import { GatewayError, type McpGateway } from '../gateway/gateway.js';
+import type { UpstreamNotes } from '../gateway/startup.js';
+import type { FeaturesChange, UpstreamProgress } from '../upstream/index.js';
+import { IMPLEMENTATION } from '../version.js';
+import { McpFeedback, SEARCH_ID_META } from '../gateway/feedback-capture.js';
+import { mcpServerToolSpan } from '../../telemetry/spans.js';
+import type { RelayContext } from '../relay/channel.js';
+import { SessionRelay } from '../relay/session.js';
+import { CodeTool, searchDetail } from '../gateway/code-tool.js';
+import { ownerOf, TaskLimitError } from '../relay/tasks.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown

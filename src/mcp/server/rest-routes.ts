@@ -1,14 +1,14 @@
 import type { Task } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Response } from 'express';
-import type { Access } from '../auth/access.js';
+import type { Access } from '../../auth/access.js';
 import { z } from 'zod';
-import { GatewayError, type McpGateway } from './gateway.js';
-import type { UpstreamManager } from './upstream.js';
-import type { ImportedServers } from './client-config.js';
-import { accessOf } from '../http/auth.js';
-import { HttpError, parseBody } from '../http/errors.js';
+import { GatewayError, type McpGateway } from '../gateway/gateway.js';
+import type { UpstreamManager } from '../upstream/index.js';
+import type { ImportedServers } from '../upstream/client-config.js';
+import { accessOf } from '../../http/auth.js';
+import { HttpError, parseBody } from '../../http/errors.js';
 import { maskServer } from './server-routes.js';
-import { ownerOf } from './relay/tasks.js';
+import { ownerOf } from '../relay/tasks.js';
 
 function maskedConfig(upstreams: UpstreamManager, name: string): Record<string, unknown> | undefined {
   const known = upstreams.configOf(name);

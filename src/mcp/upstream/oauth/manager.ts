@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { RedisBus } from '../../redis/bus.js';
+import type { RedisBus } from '../../../redis/bus.js';
 import { Sealer } from './crypto.js';
 import type { RevocationOutcome } from './revocation.js';
 import { OAuthRequestError, ServerOAuth } from './server-oauth.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from './relay/tasks.js';
-import { LogLevels } from './relay/levels.js';
-import { TaskInputs } from './relay/task-inputs.js';
+import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from '../relay/tasks.js';
+import { LogLevels } from '../relay/levels.js';
+import { TaskInputs } from '../relay/task-inputs.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -16,21 +16,21 @@ import {
   type ResourceTemplate,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import { Access } from '../auth/access.js';
-import { catalogHash, type Catalog, type CatalogEntry, type CatalogSnapshot } from '../catalog/catalog.js';
-import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
-import type { Tool } from '../catalog/types.js';
-import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../search/activation.js';
-import { IndexNotReadyError, type SearchService } from '../search/search.js';
-import { describeCoverage } from '../search/coverage.js';
+import { Access } from '../../auth/access.js';
+import { catalogHash, type Catalog, type CatalogEntry, type CatalogSnapshot } from '../../catalog/catalog.js';
+import { compileSchema, type SchemaValidator } from '../../catalog/json-schema.js';
+import type { Tool } from '../../catalog/types.js';
+import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../../search/activation.js';
+import { IndexNotReadyError, type SearchService } from '../../search/search.js';
+import { describeCoverage } from '../../search/coverage.js';
 import { INDEX_BUILDING, NO_SERVERS } from './guidance.js';
 import type { StartupGate, UpstreamNotes } from './startup.js';
-import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
-import type { FeedbackRecorder } from '../feedback/service.js';
+import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from '../upstream/index.js';
+import type { FeedbackRecorder } from '../../feedback/service.js';
 import { SearchLedger } from './feedback-capture.js';
-import { mcpClientToolSpan } from '../telemetry/spans.js';
+import { mcpClientToolSpan } from '../../telemetry/spans.js';
 import type { McpTokenAccounting } from './token-accounting.js';
-import type { RelayContext } from './relay/channel.js';
+import type { RelayContext } from '../relay/channel.js';
 
 export interface GatewaySettings {
   /**
@@ -78,7 +78,7 @@ export class GatewayError extends Error {
 }
 
 /**
- * Code mode's virtual tool (`execute`) as the gateway lists it; implemented by src/mcp/code-tool.ts and set by the
+ * Code mode's virtual tool (`execute`) as the gateway lists it; implemented by src/mcp/gateway/code-tool.ts and set by the
  * assembly when code mode can be on for anyone.
  */
 export interface CodeModeListing {
@@ -104,7 +104,7 @@ export interface GatewayEvents {
  * catalog sources have nobody to forward a call to.
  */
 export class McpGateway extends EventEmitter<GatewayEvents> {
-  /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/feedback-capture.ts). */
+  /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/gateway/feedback-capture.ts). */
   feedback: FeedbackRecorder | undefined;
   /** Tool-definition tokens listed vs served, per caller (set by the assembly when there are metrics). */
   tokens: McpTokenAccounting | undefined;

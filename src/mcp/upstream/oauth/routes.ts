@@ -1,6 +1,6 @@
 import { Router, type Request } from 'express';
-import { accessOf, assertAdmin } from '../../http/auth.js';
-import { HttpError } from '../../http/errors.js';
+import { accessOf, assertAdmin } from '../../../http/auth.js';
+import { HttpError } from '../../../http/errors.js';
 import type { OAuthManager } from './manager.js';
 import { OAuthRequestError } from './server-oauth.js';
 
