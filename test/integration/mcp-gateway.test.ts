@@ -387,6 +387,8 @@ describe('MCP gateway over /mcp', () => {
       assert.equal(unknown.body.error.code, 'not_found');
       const recursion = await api.post('/mcp-rest/tools/call', { name: 'call_tool', arguments: { name: 'files__echo' } });
       assert.equal(recursion.status, 400);
+      // The REST mirror's names: the gateway's unknown_tool is not_found above, its recursion is invalid_request.
+      assert.equal(recursion.body.error.code, 'invalid_request');
       const upstream = await api.post('/mcp-rest/tools/call', { name: 'tracker__broken', arguments: {} });
       assert.equal(upstream.status, 502);
       assert.equal(upstream.body.error.code, 'upstream_error');

@@ -158,6 +158,7 @@ describe('OAuth upstream, tokens in memory', () => {
     assert.equal((await evidence.call(api.url, 'POST', '/v1/mcp/servers/gh/authorize')).status, 401);
     const unknown = await evidence.call(api.url, 'POST', '/v1/mcp/servers/nope/authorize', { key: ADMIN_KEY });
     assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, 'not_found');
     const forged = await fetch(`${api.url}/oauth/callback?code=x&state=forged`);
     assert.equal(forged.status, 400);
     assert.match(await forged.text(), /unknown or expired authorization/);
@@ -325,6 +326,7 @@ describe('OAuth upstream, client_credentials', () => {
     assert.equal(fixture.counts().clientCredentials, 2);
     const authorize = await evidence.call(api.url, 'POST', '/v1/mcp/servers/svc/authorize', { key: ADMIN_KEY });
     assert.equal(authorize.status, 409);
+    assert.equal(authorize.body.error.code, 'conflict');
     assert.match(authorize.body.error.message, /client_credentials/);
     evidence.assertNoTokens(fixture.issuedTokens(), { secret: '' });
     assert.ok(!evidence.logs.join('\n').includes(fixture.serviceClient.clientSecret), 'the client secret is not logged');

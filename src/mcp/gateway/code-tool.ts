@@ -187,7 +187,7 @@ class GatewayToolHost implements ToolHost {
       this.context.searched?.(query, tools);
       return tools.map((tool) => searchDetail(tool, detail, trimmed));
     } catch (error) {
-      if (error instanceof GatewayError) throw new ToolCallFailure(error.message, error.kind);
+      if (error instanceof GatewayError) throw new ToolCallFailure(error.message, error.code);
       throw error;
     }
   }

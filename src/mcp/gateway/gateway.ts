@@ -17,6 +17,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { Access } from '../../auth/access.js';
+import { ToolrouterError, type ErrorCode } from '../../errors.js';
 import { catalogHash, type Catalog, type CatalogEntry, type CatalogSnapshot } from '../../catalog/catalog.js';
 import { compileSchema, type SchemaValidator } from '../../catalog/json-schema.js';
 import type { Tool } from '../../catalog/types.js';
@@ -52,7 +53,8 @@ export interface GatewaySettings {
   tasks?: Partial<GatewayTasksOptions>;
 }
 
-export type GatewayErrorKind =
+export type GatewayErrorCode = Extract<
+  ErrorCode,
   | 'unknown_tool'
   | 'not_found'
   | 'invalid_arguments'
@@ -62,18 +64,23 @@ export type GatewayErrorKind =
   | 'index_not_ready'
   | 'upstream_timeout'
   | 'upstream_unavailable'
-  | 'upstream_error';
+  | 'upstream_error'
+>;
 
-/** Why a gateway operation failed; each face maps kinds to its own error form (JSON-RPC, isError result, HTTP status). */
-export class GatewayError extends Error {
+/**
+ * Why a gateway operation failed. Each face maps codes to its own error form in one place: JSON-RPC errors and isError
+ * results (server/server.ts), REST (server/rest-routes.ts), code mode's `error.code` (code-tool.ts, the codes as they are).
+ */
+export class GatewayError extends ToolrouterError {
   override readonly name = 'GatewayError';
+  declare readonly code: GatewayErrorCode;
   constructor(
-    readonly kind: GatewayErrorKind,
+    code: GatewayErrorCode,
     message: string,
     /** For upstream_unavailable: when to try again (REST Retry-After). */
-    readonly retryAfterSeconds?: number,
+    retryAfterSeconds?: number,
   ) {
-    super(message);
+    super(code, message, retryAfterSeconds === undefined ? {} : { retryAfterSeconds });
   }
 }
 
@@ -523,9 +530,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       return await work();
     } catch (error) {
       if (error instanceof UpstreamError) {
-        const kind = error.kind === 'timeout' ? 'upstream_timeout' : error.kind === 'unavailable' ? 'upstream_unavailable' : 'upstream_error';
-        const message = kind === 'upstream_unavailable' && !access.isAdmin && error.server !== undefined ? briefUnavailable(error.server) : error.message;
-        throw new GatewayError(kind, message, error.retryAfterSeconds);
+        const message = error.code === 'upstream_unavailable' && !access.isAdmin && error.server !== undefined ? briefUnavailable(error.server) : error.message;
+        throw new GatewayError(error.code, message, error.retryAfterSeconds);
       }
       throw error;
     }

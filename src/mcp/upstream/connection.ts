@@ -119,11 +119,11 @@ export class UpstreamConnection {
   unavailable(): UpstreamError {
     const needs = this.state === 'needs_authorization' ? this.authNeeded : undefined;
     if (needs) {
-      return new UpstreamError('unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60, this.name);
+      return new UpstreamError('upstream_unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60, this.name);
     }
     const state =
       this.state !== 'connecting' ? 'is not connected' : this.retries.failures > 0 || this.listing.rememberedSize > 0 ? 'is reconnecting' : 'is still connecting';
-    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds(), this.name);
+    return new UpstreamError('upstream_unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds(), this.name);
   }
 
   status(): UpstreamStatus {

@@ -1,4 +1,5 @@
 /** The shapes shared by the upstream connection's parts: server configs, status, call options, errors. */
+import { ToolrouterError, type ErrorCode } from '../../errors.js';
 import type { Logger } from 'pino';
 import type { ToolTransform } from './transform.js';
 import type { RelayContext } from '../relay/channel.js';
@@ -104,20 +105,21 @@ export interface UpstreamStatus {
   transformProblems: string[];
 }
 
-export type UpstreamErrorKind = 'timeout' | 'unavailable' | 'error';
+export type UpstreamErrorCode = Extract<ErrorCode, 'upstream_timeout' | 'upstream_unavailable' | 'upstream_error'>;
 
 /** A forwarded call that did not produce a result: timed out, no connection, or the upstream answered with an error. */
-export class UpstreamError extends Error {
+export class UpstreamError extends ToolrouterError {
   override readonly name = 'UpstreamError';
+  declare readonly code: UpstreamErrorCode;
   constructor(
-    readonly kind: UpstreamErrorKind,
+    code: UpstreamErrorCode,
     message: string,
-    /** For 'unavailable': seconds until the server's next connection attempt (REST Retry-After). */
-    readonly retryAfterSeconds?: number,
+    /** For upstream_unavailable: seconds until the server's next connection attempt (REST Retry-After). */
+    retryAfterSeconds?: number,
     /** The server concerned, when known: callers other than the admin are told only its name (gateway.ts). */
     readonly server?: string,
   ) {
-    super(message);
+    super(code, message, retryAfterSeconds === undefined ? {} : { retryAfterSeconds });
   }
 }
 
