@@ -19,6 +19,9 @@
  *   9 assembly    src/config, src/cli, src/cli.ts, src/server.ts, src/index.ts, src/package-root.ts, workers/
  *
  * Faces do not import each other except through the explicit seams below (the HTTP plumbing every face mounts on).
+ * Inside the MCP face the folders are roles, and calls go one way (MCP_ROLES): server (what MCP clients talk to) →
+ * gateway (virtual tools, search, calls) → upstream (connections to upstream servers, their OAuth) → relay (the
+ * per-call client channel). src/mcp/index.ts assembles them; settings.ts and version.ts sit beside, for all roles.
  * src/package-root.ts (where the package is installed: models dir, console files, version) is read at the top only;
  * lower modules get paths handed in.
  *
@@ -45,6 +48,14 @@ const FACES = [
   { name: 'http', path: '^src/http/' },
   { name: 'chat', path: '^src/chat/' },
   { name: 'mcp', path: '^src/mcp/' },
+];
+
+/** The MCP face's roles, bottom first: each may import its own folder and those below, never one above. */
+const MCP_ROLES = [
+  { name: 'relay', path: '^src/mcp/relay/' },
+  { name: 'upstream', path: '^src/mcp/upstream/' },
+  { name: 'gateway', path: '^src/mcp/gateway/' },
+  { name: 'server', path: '^src/mcp/server/' },
 ];
 
 /** HTTP plumbing every face mounts on: key checks and access (auth.ts), error shapes, body-depth checks, request logs. */
@@ -105,6 +116,15 @@ const faceRules = FACES.flatMap((face) =>
   ).map((rule) => ({ ...rule, to: { ...rule.to, pathNot: any([SEAMS, ...(rule.to.pathNot ? [rule.to.pathNot] : [])]) } })),
 );
 
+const mcpRoleRules = MCP_ROLES.slice(0, -1).flatMap((role) =>
+  forbid(
+    `mcp-${role.name}-imports-upward`,
+    `src/mcp/${role.name} may import only its own role and those below: ${MCP_ROLES.slice(0, MCP_ROLES.indexOf(role) + 1).map((r) => r.name).join(', ')}`,
+    role.path,
+    any(MCP_ROLES.slice(MCP_ROLES.indexOf(role) + 1).map((r) => r.path)),
+  ),
+);
+
 module.exports = {
   forbidden: [
     {
@@ -132,6 +152,7 @@ module.exports = {
     },
     ...layerRules,
     ...faceRules,
+    ...mcpRoleRules,
   ],
   options: {
     includeOnly: '^(src|workers)/',

@@ -15,6 +15,12 @@ export const ERROR_STATUS = {
   /** The caller must first visit a URL (an upstream's authorization for their own account); the body carries it. */
   url_elicitation_required: 403,
   not_found: 404,
+  // The MCP gateway's (src/mcp/gateway): a tool nobody serves, arguments its schema refuses, a virtual tool called
+  // through call_tool, a list cursor from another query. The REST mirror names them not_found and invalid_request.
+  unknown_tool: 404,
+  invalid_arguments: 400,
+  recursion: 400,
+  invalid_cursor: 400,
   conflict: 409,
   payload_too_large: 413,
   rate_limited: 429,

@@ -21,7 +21,7 @@ import { startIndexing } from './indexing/indexing.js';
 import type { IndexManager, IndexPipeline } from './indexing/manager.js';
 import { createLogger } from './log.js';
 import { Metrics } from './metrics.js';
-import { mcpErrorShape } from './mcp/http.js';
+import { mcpErrorShape } from './mcp/server/http.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';

@@ -17,7 +17,7 @@ export class Access {
     readonly kind: 'admin' | 'open' | 'key' | 'anonymous',
     readonly key?: KeyRecord,
     /**
-     * Whose account an upstream with per-user grants acts as (src/mcp/oauth/): `user:<sub>` for a signed-in user (or a
+     * Whose account an upstream with per-user grants acts as (src/mcp/upstream/oauth/): `user:<sub>` for a signed-in user (or a
      * user an `assert_user` key names), `key:<keyId>` for a key; undefined for the admin and open callers, who use the
      * server's shared grant, and for anonymous ones, who have none.
      */

@@ -1,6 +1,6 @@
 /** `toolrouter serve`, `stdio` and `worker`: the long-running processes. */
 import { redisForm } from '../redis/settings.js';
-import { reserveStdoutForProtocol, serveStdio } from '../mcp/stdio.js';
+import { reserveStdoutForProtocol, serveStdio } from '../mcp/server/stdio.js';
 import { checkListenAddress, createToolrouter, listen } from '../server.js';
 import { gracefulShutdown } from '../shutdown.js';
 import { startTelemetry, type Telemetry } from '../telemetry/tracing.js';

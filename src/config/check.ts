@@ -1,6 +1,6 @@
 import path from 'node:path';
 import YAML from 'yaml';
-import { ClientConfigError, importClientConfigs, type ImportedServers } from '../mcp/client-config.js';
+import { ClientConfigError, importClientConfigs, type ImportedServers } from '../mcp/upstream/client-config.js';
 import { configInput, ConfigError, validateConfig, type Config } from './config.js';
 
 export const MASK = '***';

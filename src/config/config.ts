@@ -14,7 +14,7 @@ import { embeddingSettingsSchema } from '../embedding/settings.js';
 import { feedbackSettingsSchema } from '../feedback/settings.js';
 import { queueSettingsSchema, workerSettingsSchema } from '../indexing/settings.js';
 import { mcpSettingsSchema } from '../mcp/settings.js';
-import { staticTransformProblems, transformServer } from '../mcp/transform.js';
+import { staticTransformProblems, transformServer } from '../mcp/upstream/transform.js';
 import { defaultModelsDir } from '../package-root.js';
 import { layerRedis, redisFromEnv, redisOfLayer, redisSettingsSchema } from '../redis/settings.js';
 import { searchSettingsSchema } from '../search/settings.js';

@@ -56,7 +56,7 @@ const DEFAULT_JSON_DEPTH = 64;
 /**
  * Reachable without a key: probes, the console's static page (its API calls carry the key), the browser's return
  * from an upstream's authorization server (guarded by its single-use `state`) and the client metadata document that
- * authorization servers fetch (src/mcp/oauth/routes.ts).
+ * authorization servers fetch (src/mcp/upstream/oauth/routes.ts).
  */
 const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
 

@@ -3,25 +3,25 @@ import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import type { Catalog } from '../catalog/catalog.js';
 import type { IndexManager } from '../indexing/manager.js';
-import { mcpRestRoutes } from './rest-routes.js';
+import { mcpRestRoutes } from './server/rest-routes.js';
 import type { Metrics } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { RedisBus } from '../redis/bus.js';
-import { McpGateway } from './gateway.js';
-import { OAuthManager } from './oauth/manager.js';
-import { oauthRoutes } from './oauth/routes.js';
-import { mcpHttpFace, type McpHttpFace } from './http.js';
-import { StartupGate } from './startup.js';
+import { McpGateway } from './gateway/gateway.js';
+import { OAuthManager } from './upstream/oauth/manager.js';
+import { oauthRoutes } from './upstream/oauth/routes.js';
+import { mcpHttpFace, type McpHttpFace } from './server/http.js';
+import { StartupGate } from './gateway/startup.js';
 import type { McpSettings } from './settings.js';
-import { McpTokenAccounting } from './token-accounting.js';
-import { UpstreamManager, type UpstreamServerConfig, type UpstreamStatus } from './upstream.js';
-import { importClientConfigs, type ImportedServers } from './client-config.js';
-import { LocalRuntimeServers, RedisRuntimeServers, type RuntimeServerStore } from './runtime-servers.js';
-import { mcpServerRoutes } from './server-routes.js';
+import { McpTokenAccounting } from './gateway/token-accounting.js';
+import { UpstreamManager, type UpstreamServerConfig, type UpstreamStatus } from './upstream/index.js';
+import { importClientConfigs, type ImportedServers } from './upstream/client-config.js';
+import { LocalRuntimeServers, RedisRuntimeServers, type RuntimeServerStore } from './upstream/runtime-servers.js';
+import { mcpServerRoutes } from './server/server-routes.js';
 import { Sandbox } from '../codemode/sandbox.js';
-import { CodeTool } from './code-tool.js';
+import { CodeTool } from './gateway/code-tool.js';
 
 /** The configuration slices the MCP gateway reads, handed in by the assembly (src/server.ts). */
 export interface McpConfig {

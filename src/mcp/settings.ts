@@ -1,8 +1,8 @@
 /** The MCP gateway's settings (YAML `mcp`): schema and defaults. Assembled by `src/config/`. */
 import { z } from 'zod';
 import { sandboxSettingsSchema } from '../codemode/settings.js';
-import { oauthSettingsSchema, upstreamOAuthSchema } from './oauth/settings.js';
-import { toolTransformSchema } from './transform.js';
+import { oauthSettingsSchema, upstreamOAuthSchema } from './upstream/oauth/settings.js';
+import { toolTransformSchema } from './upstream/transform.js';
 
 /** Names clients use for the transport (`type` in Claude Code and VS Code, `transport` in LiteLLM and others). */
 const TRANSPORT_NAMES: Record<string, 'stdio' | 'http' | 'sse'> = {
@@ -46,7 +46,7 @@ const httpServerSchema = z
     type: z.enum(['http', 'sse']).optional(),
     url: z.string().url(),
     headers: z.record(z.string(), z.string()).default({}),
-    /** OAuth 2.1 per the MCP authorization spec (src/mcp/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
+    /** OAuth 2.1 per the MCP authorization spec (src/mcp/upstream/oauth/): `oauth`, or {type: oauth, grant?, clientId?, ...}. */
     auth: upstreamOAuthSchema.optional(),
     /**
      * Headers a client may send for this server with a request, as `x-toolrouter-upstream-<server>-<header>`
@@ -216,9 +216,9 @@ export const mcpSettingsSchema = z
      */
     maxStreamsPerKey: z.number().int().min(1).default(100),
     maxStreams: z.number().int().min(1).default(1_000),
-    /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/transform.ts). */
+    /** Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/upstream/transform.ts). */
     transforms: z.record(z.string().min(1), toolTransformSchema).default({}),
-    /** OAuth to upstream servers with `auth: oauth` (src/mcp/oauth/): token encryption, callback URL, refresh lock. */
+    /** OAuth to upstream servers with `auth: oauth` (src/mcp/upstream/oauth/): token encryption, callback URL, refresh lock. */
     oauth: oauthSettingsSchema,
   })
   .prefault({})

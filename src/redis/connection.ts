@@ -138,7 +138,7 @@ export class RedisKeys {
   }
   /**
    * The members of a family of OAuth records (a per-user server's grants, `<server>:user`): a set of the last segment
-   * of each record's name, written in the same MULTI as the record (src/mcp/oauth/store.ts).
+   * of each record's name, written in the same MULTI as the record (src/mcp/upstream/oauth/store.ts).
    */
   oauthIndex(family: string): string {
     return `${this.prefix}:oauth:index:${family}`;
@@ -147,7 +147,7 @@ export class RedisKeys {
   oauthPending(state: string): string {
     return `${this.prefix}:oauth:pending:${state}`;
   }
-  /** Held by the instance refreshing a server's tokens (see src/mcp/oauth/store.ts). */
+  /** Held by the instance refreshing a server's tokens (see src/mcp/upstream/oauth/store.ts). */
   oauthLock(server: string): string {
     return `${this.prefix}:oauth:lock:${server}`;
   }

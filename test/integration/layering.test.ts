@@ -28,8 +28,12 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
     'src/embedding/models.ts': "import { root } from '../package-root.js';\nexport const models = root;\n",
     // Faces: through the HTTP seam is fine, straight into another face is not.
     'src/http/auth.ts': 'export const accessOf = 1;\n',
-    'src/mcp/gateway.ts': 'export const gateway = 1;\n',
-    'src/chat/routes.ts': "import { accessOf } from '../http/auth.js';\nimport { gateway } from '../mcp/gateway.js';\nexport const routes = accessOf + gateway;\n",
+    'src/mcp/gateway/gateway.ts': "import { connection } from '../upstream/connection.js';\nexport const gateway = connection;\n",
+    'src/chat/routes.ts': "import { accessOf } from '../http/auth.js';\nimport { gateway } from '../mcp/gateway/gateway.js';\nexport const routes = accessOf + gateway;\n",
+    // Inside the MCP face: the server calls the gateway, which calls upstreams; an upstream never reaches back up.
+    'src/mcp/server/server.ts': "import { gateway } from '../gateway/gateway.js';\nexport const server = gateway;\n",
+    'src/mcp/upstream/connection.ts': 'export const connection = 1;\n',
+    'src/mcp/upstream/upward.ts': "import { server } from '../server/server.js';\nexport const upward = server;\n",
     // Import cycles are refused, a cycle closed by a type import only too.
     'src/search/a.ts': "import { b } from './b.js';\nexport const a = 1;\nexport const ab = () => b;\n",
     'src/search/b.ts': "import { a } from './a.js';\nexport const b = a;\n",
@@ -67,8 +71,14 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
   });
 
   it('keeps faces apart except through the HTTP seams', () => {
-    assert.deepEqual(refused('src/chat/routes.ts', 'src/mcp/gateway.ts'), ['face-chat-imports-another-face']);
+    assert.deepEqual(refused('src/chat/routes.ts', 'src/mcp/gateway/gateway.ts'), ['face-chat-imports-another-face']);
     assert.deepEqual(refused('src/chat/routes.ts', 'src/http/auth.ts'), []);
+  });
+
+  it('keeps the MCP face\'s roles in order: server → gateway → upstream', () => {
+    assert.deepEqual(refused('src/mcp/upstream/upward.ts', 'src/mcp/server/server.ts'), ['mcp-upstream-imports-upward']);
+    assert.deepEqual(refused('src/mcp/server/server.ts', 'src/mcp/gateway/gateway.ts'), []);
+    assert.deepEqual(refused('src/mcp/gateway/gateway.ts', 'src/mcp/upstream/connection.ts'), []);
   });
 
   it('refuses import cycles, those closed by a type import only too', () => {

@@ -13,7 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { parse as parseJsonc } from 'jsonc-parser';
-import { NO_SERVERS } from '../../src/mcp/guidance.js';
+import { NO_SERVERS } from '../../src/mcp/gateway/guidance.js';
 import { CLI } from '../helpers/ops-processes.js';
 import { textOf } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';

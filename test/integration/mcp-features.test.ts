@@ -16,7 +16,7 @@ import {
 import pino from 'pino';
 import { Catalog } from '../../src/catalog/catalog.js';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { UpstreamManager, type UpstreamStatus } from '../../src/mcp/upstream.js';
+import { UpstreamManager, type UpstreamStatus } from '../../src/mcp/upstream/index.js';
 import { startFeaturesHttp, type FeaturesHttp } from '../fixtures/mcp/features-server.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from '../helpers/keys.js';
 import { textOf, waitFor } from '../helpers/mcp.js';

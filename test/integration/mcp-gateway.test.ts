@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, LATEST_PROTOCOL_VERSION, ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
-import { backoff, type UpstreamStatus } from '../../src/mcp/upstream.js';
+import { backoff, type UpstreamStatus } from '../../src/mcp/upstream/index.js';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/http-server.js';
 import { connectHttpClient, readJsonRpc, stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
@@ -387,6 +387,8 @@ describe('MCP gateway over /mcp', () => {
       assert.equal(unknown.body.error.code, 'not_found');
       const recursion = await api.post('/mcp-rest/tools/call', { name: 'call_tool', arguments: { name: 'files__echo' } });
       assert.equal(recursion.status, 400);
+      // The REST mirror's names: the gateway's unknown_tool is not_found above, its recursion is invalid_request.
+      assert.equal(recursion.body.error.code, 'invalid_request');
       const upstream = await api.post('/mcp-rest/tools/call', { name: 'tracker__broken', arguments: {} });
       assert.equal(upstream.status, 502);
       assert.equal(upstream.body.error.code, 'upstream_error');

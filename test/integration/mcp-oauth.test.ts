@@ -16,7 +16,7 @@ import { REDIS_URL } from '../helpers/processes.js';
 import { freePort, PrivateRedis } from '../helpers/redis-server.js';
 
 /**
- * OAuth 2.1 to an upstream MCP server (src/mcp/oauth/), end to end with real parts: the fixture is an OAuth-protected
+ * OAuth 2.1 to an upstream MCP server (src/mcp/upstream/oauth/), end to end with real parts: the fixture is an OAuth-protected
  * MCP server made of the SDK's own authorization server and bearer middleware; toolrouter's side is the SDK client's
  * auth(). The browser step is a plain HTTP client following the authorization server's redirect (it approves at once).
  */
@@ -158,6 +158,7 @@ describe('OAuth upstream, tokens in memory', () => {
     assert.equal((await evidence.call(api.url, 'POST', '/v1/mcp/servers/gh/authorize')).status, 401);
     const unknown = await evidence.call(api.url, 'POST', '/v1/mcp/servers/nope/authorize', { key: ADMIN_KEY });
     assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, 'not_found');
     const forged = await fetch(`${api.url}/oauth/callback?code=x&state=forged`);
     assert.equal(forged.status, 400);
     assert.match(await forged.text(), /unknown or expired authorization/);
@@ -325,6 +326,7 @@ describe('OAuth upstream, client_credentials', () => {
     assert.equal(fixture.counts().clientCredentials, 2);
     const authorize = await evidence.call(api.url, 'POST', '/v1/mcp/servers/svc/authorize', { key: ADMIN_KEY });
     assert.equal(authorize.status, 409);
+    assert.equal(authorize.body.error.code, 'conflict');
     assert.match(authorize.body.error.message, /client_credentials/);
     evidence.assertNoTokens(fixture.issuedTokens(), { secret: '' });
     assert.ok(!evidence.logs.join('\n').includes(fixture.serviceClient.clientSecret), 'the client secret is not logged');

@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/config.js';
-import { STATE_FILE } from '../../src/mcp/runtime-servers.js';
+import { STATE_FILE } from '../../src/mcp/upstream/runtime-servers.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/http-server.js';
 import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';

@@ -5,7 +5,7 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Catalog } from '../../src/catalog/catalog.js';
 import type { Tool } from '../../src/catalog/types.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
-import { applyTransform, mapArguments, staticTransformProblems, toolTransformSchema, type ToolTransform } from '../../src/mcp/transform.js';
+import { applyTransform, mapArguments, staticTransformProblems, toolTransformSchema, type ToolTransform } from '../../src/mcp/upstream/transform.js';
 import { connectHttpClient, stdioFixtureServer, textOf } from '../helpers/mcp.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 

@@ -3,9 +3,9 @@ import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { ClientConfigError, importClientConfigs, parseClientConfig } from '../../src/mcp/client-config.js';
+import { ClientConfigError, importClientConfigs, parseClientConfig } from '../../src/mcp/upstream/client-config.js';
 import { mcpServerSchema } from '../../src/mcp/settings.js';
-import { maskServer } from '../../src/mcp/server-routes.js';
+import { maskServer } from '../../src/mcp/server/server-routes.js';
 
 describe('MCP client config files', () => {
   it('Claude Desktop: mcpServers with stdio command/args/env, ${VAR} from the environment', () => {

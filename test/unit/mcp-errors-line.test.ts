@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ListToolsResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { readableLine } from '../../src/mcp/errors.js';
+import { readableLine } from '../../src/mcp/upstream/errors.js';
 
 test('a validation dump (the SDK\'s zod message) becomes one readable line naming the first issues', () => {
   // A real failure of the SDK's own schema on a hostile tools/list answer: hundreds of bad tools.

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
-import { Sealer } from '../../src/mcp/oauth/crypto.js';
+import { Sealer } from '../../src/mcp/upstream/oauth/crypto.js';
 
 describe('OAuth records at rest (AES-256-GCM)', () => {
   const sealer = new Sealer('a-secret-key-of-some-length');

@@ -2,7 +2,7 @@
 import { LOG_LEVEL_META_KEY, ProtocolError, SdkError, SdkErrorCode, type Client } from '@modelcontextprotocol/client';
 import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { withoutRepeatedCode } from '../errors.js';
+import { withoutRepeatedCode } from './errors.js';
 import type { LogLevel } from '../relay/channel.js';
 import { RESULT_TOO_LARGE } from './bounds.js';
 import { UpstreamError, type UpstreamCallOptions } from './types.js';
@@ -109,18 +109,18 @@ export function callFailure(
 ): UpstreamError {
   if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
     // The SDK has already sent notifications/cancelled upstream.
-    return new UpstreamError('timeout', `upstream MCP server "${server}" did not answer ${what} within ${options.timeoutMs} ms`);
+    return new UpstreamError('upstream_timeout', `upstream MCP server "${server}" did not answer ${what} within ${options.timeoutMs} ms`);
   }
   if (error instanceof ProtocolError && error.code === RESULT_TOO_LARGE) {
     // Our own bound (bounds.ts), not the upstream's answer: the connection is fine.
-    return new UpstreamError('error', `the result of ${what} from upstream MCP server "${server}" was refused: ${withoutRepeatedCode(error.message)}`);
+    return new UpstreamError('upstream_error', `the result of ${what} from upstream MCP server "${server}" was refused: ${withoutRepeatedCode(error.message)}`);
   }
   if (error instanceof ProtocolError) {
-    return new UpstreamError('error', `upstream MCP server "${server}" answered with an error: ${withoutRepeatedCode(error.message)}`);
+    return new UpstreamError('upstream_error', `upstream MCP server "${server}" answered with an error: ${withoutRepeatedCode(error.message)}`);
   }
   // Our own client gave up on the call (the SDK forwarded the cancellation upstream): not the upstream's fault.
-  if (options.signal?.aborted) return new UpstreamError('error', `the call to ${what} was cancelled`);
+  if (options.signal?.aborted) return new UpstreamError('upstream_error', `the call to ${what} was cancelled`);
   // The connection failed under the call: find out now rather than at the next ping.
   connectionInDoubt();
-  return new UpstreamError('unavailable', `upstream MCP server "${server}" failed during ${what}: ${describe(error)}`, 1, server);
+  return new UpstreamError('upstream_unavailable', `upstream MCP server "${server}" failed during ${what}: ${describe(error)}`, 1, server);
 }

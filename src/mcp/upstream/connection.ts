@@ -8,9 +8,9 @@ import { EmptyResultSchema, type CallToolResult } from '@modelcontextprotocol/sd
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Catalog } from '../../catalog/catalog.js';
-import { describeConnectFailure, describeUpstreamError, readableLine, type HttpFailure } from '../errors.js';
-import { listFeatures, NO_FEATURES, type UpstreamFeatures } from '../features.js';
-import { mapArguments, type ToolTransform } from '../transform.js';
+import { describeConnectFailure, describeUpstreamError, readableLine, type HttpFailure } from './errors.js';
+import { listFeatures, NO_FEATURES, type UpstreamFeatures } from './features.js';
+import { mapArguments, type ToolTransform } from './transform.js';
 import { IMPLEMENTATION } from '../version.js';
 import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
@@ -18,7 +18,7 @@ import type { LogLevel } from '../relay/channel.js';
 import { callAsTask, callFailure, callTool, forward, runsAsTask, setUpstreamLogLevel } from './calls.js';
 import { listAllTools, ToolListing } from './listing.js';
 import { needsPerson, Reconnection } from './reconnection.js';
-import type { AuthorizationNeeded, UpstreamAuth } from '../oauth/types.js';
+import type { AuthorizationNeeded, UpstreamAuth } from './oauth/types.js';
 import { createTransport, terminateSession } from './transport.js';
 import {
   transportKind,
@@ -45,7 +45,7 @@ export interface ConnectionOptions {
   /** This server's transforms by qualified upstream name. */
   transforms: Map<string, ToolTransform>;
   log: Logger;
-  /** OAuth for an HTTP server with `auth: oauth` (src/mcp/oauth/). */
+  /** OAuth for an HTTP server with `auth: oauth` (src/mcp/upstream/oauth/). */
   auth?: UpstreamAuth | undefined;
   /** Largest message (a result) read from this server; larger ones are refused unread (upstream/bounds.ts). */
   maxResultBytes: number;
@@ -119,11 +119,11 @@ export class UpstreamConnection {
   unavailable(): UpstreamError {
     const needs = this.state === 'needs_authorization' ? this.authNeeded : undefined;
     if (needs) {
-      return new UpstreamError('unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60, this.name);
+      return new UpstreamError('upstream_unavailable', `upstream MCP server "${this.name}" is unavailable: needs authorization (${needs.reason}: ${needs.message})`, 60, this.name);
     }
     const state =
       this.state !== 'connecting' ? 'is not connected' : this.retries.failures > 0 || this.listing.rememberedSize > 0 ? 'is reconnecting' : 'is still connecting';
-    return new UpstreamError('unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds(), this.name);
+    return new UpstreamError('upstream_unavailable', `upstream MCP server "${this.name}" ${state}${this.lastError ? ` (${this.lastError})` : ''}; retry later`, this.retries.retryAfterSeconds(), this.name);
   }
 
   status(): UpstreamStatus {

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { Tool } from '../../catalog/types.js';
 import { validateTools } from '../../catalog/validate.js';
-import { applyTransform, type ToolTransform } from '../transform.js';
+import { applyTransform, type ToolTransform } from './transform.js';
 
 /** Guards against an upstream whose cursors never end. */
 const MAX_LIST_PAGES = 1_000;

@@ -1,8 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Catalog } from '../../catalog/catalog.js';
-import { servesUri, type UpstreamFeatures } from '../features.js';
-import { transformServer, type ToolTransform } from '../transform.js';
+import { ToolrouterError } from '../../errors.js';
+import { servesUri, type UpstreamFeatures } from './features.js';
+import { transformServer, type ToolTransform } from './transform.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import { UpstreamConnection } from './connection.js';
 import type { LogLevel } from '../relay/channel.js';
@@ -74,11 +75,12 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
 
   /**
    * Adds a server at run time, or replaces one added at run time (its connection starts over with the new settings).
-   * Throws CatalogConflictError when the name is a static source; a server from the configuration cannot be replaced.
+   * Throws CatalogConflictError when the name is a static source, and a `conflict` for a server from the configuration,
+   * which cannot be replaced (the admin route checks both first).
    */
   async put(name: string, config: UpstreamServerConfig): Promise<void> {
     const existing = this.connections.get(name);
-    if (existing && existing.origin !== 'runtime') throw new UpstreamError('error', `server "${name}" comes from the ${describeOrigin(existing.origin)} and cannot be changed at run time`);
+    if (existing && existing.origin !== 'runtime') throw new ToolrouterError('conflict', `server "${name}" comes from the ${describeOrigin(existing.origin)} and cannot be changed at run time`);
     if (existing && JSON.stringify(existing.config) === JSON.stringify(config)) return;
     if (existing) await this.drop(existing);
     const connection = this.open(name, config, 'runtime');
@@ -90,7 +92,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   async remove(name: string): Promise<boolean> {
     const existing = this.connections.get(name);
     if (!existing) return false;
-    if (existing.origin !== 'runtime') throw new UpstreamError('error', `server "${name}" comes from the ${describeOrigin(existing.origin)}; remove it there (servers from files cannot be deleted at run time)`);
+    if (existing.origin !== 'runtime') throw new ToolrouterError('conflict', `server "${name}" comes from the ${describeOrigin(existing.origin)}; remove it there (servers from files cannot be deleted at run time)`);
     await this.drop(existing);
     this.emit('servers');
     return true;
@@ -134,7 +136,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   /** The UpstreamError for a call to a tool of a server that is not connected. */
   unavailableError(server: string): UpstreamError {
     const connection = this.connections.get(server);
-    return connection ? connection.unavailable() : new UpstreamError('unavailable', `upstream MCP server "${server}" is not configured`);
+    return connection ? connection.unavailable() : new UpstreamError('upstream_unavailable', `upstream MCP server "${server}" is not configured`);
   }
 
   /**
@@ -182,7 +184,7 @@ export class UpstreamManager extends EventEmitter<UpstreamEvents> {
   async callTool(qualifiedName: string, args: Record<string, unknown> | undefined, options: UpstreamCallOptions): Promise<CallToolResult> {
     const source = this.catalog.get(qualifiedName)?.source;
     const connection = source === undefined ? undefined : this.connections.get(source);
-    if (!connection) throw new UpstreamError('unavailable', `no upstream MCP server serves "${qualifiedName}"`);
+    if (!connection) throw new UpstreamError('upstream_unavailable', `no upstream MCP server serves "${qualifiedName}"`);
     // A per-user server: a caller with a subject goes out with their own grant, never the shared one.
     if (options.subject !== undefined && 'url' in connection.config && this.options.users?.perUser(connection.name)) {
       const call = connection.upstreamCall(qualifiedName, args);

@@ -7,9 +7,9 @@ import { Client, UnauthorizedError } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { currentRequestScope } from '../../auth/request-context.js';
-import { describeUpstreamError } from '../errors.js';
-import { UrlElicitationRequiredError } from '../oauth/elicitation.js';
-import { OAUTH_CALLBACK_PATH, type UserAuth, type UserGrants } from '../oauth/types.js';
+import { describeUpstreamError } from './errors.js';
+import { UrlElicitationRequiredError } from './oauth/elicitation.js';
+import { OAUTH_CALLBACK_PATH, type UserAuth, type UserGrants } from './oauth/types.js';
 import { CallRegistry } from '../relay/scope.js';
 import { installRelayHandlers, RELAY_CAPABILITIES } from '../relay/upstream.js';
 import { IMPLEMENTATION } from '../version.js';
@@ -74,7 +74,7 @@ export class UserConnections {
     taskSupport?: 'required' | 'optional',
   ): Promise<CallToolResult> {
     const auth = this.options.grants.userAuth(this.server, subject);
-    if (!auth) throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" is not a per-user server`, 1, this.server);
+    if (!auth) throw new UpstreamError('upstream_unavailable', `upstream MCP server "${this.server}" is not a per-user server`, 1, this.server);
     if (!(await auth.hasGrant())) throw await this.elicitation(subject);
     const entry = this.entryFor(subject, auth);
     entry.inFlight++;
@@ -86,7 +86,7 @@ export class UserConnections {
       } catch (error) {
         this.forget(subject, entry);
         if (error instanceof UnauthorizedError || auth.needed()) throw await this.elicitation(subject);
-        throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" could not be reached as this user: ${describeUpstreamError(error)}`, 1, this.server);
+        throw new UpstreamError('upstream_unavailable', `upstream MCP server "${this.server}" could not be reached as this user: ${describeUpstreamError(error)}`, 1, this.server);
       }
       try {
         const asTask = runsAsTask(client, taskSupport, options);
@@ -142,7 +142,7 @@ export class UserConnections {
     }
     if (this.entries.size >= this.options.max) {
       const idle = [...this.entries].find(([, entry]) => entry.inFlight === 0);
-      if (!idle) throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" has ${this.options.max} user connections busy; retry later`, 1, this.server);
+      if (!idle) throw new UpstreamError('upstream_unavailable', `upstream MCP server "${this.server}" has ${this.options.max} user connections busy; retry later`, 1, this.server);
       this.forget(idle[0], idle[1]);
     }
     const calls = new CallRegistry(this.server);
@@ -192,7 +192,7 @@ export class UserConnections {
       return new UrlElicitationRequiredError(this.server, url);
     } catch (error) {
       this.options.log.warn({ upstream: this.server, err: error }, 'could not start a per-user authorization');
-      throw new UpstreamError('unavailable', `upstream MCP server "${this.server}" needs your authorization, which cannot be started now: ${describeUpstreamError(error)}`, 5, this.server);
+      throw new UpstreamError('upstream_unavailable', `upstream MCP server "${this.server}" needs your authorization, which cannot be started now: ${describeUpstreamError(error)}`, 5, this.server);
     }
   }
 }

@@ -6,7 +6,7 @@ import { setMaxListeners } from 'node:events';
 import { SSEClientTransport, StreamableHTTPClientTransport, type AuthProvider, type OAuthClientProvider, type Transport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { currentRequestScope, UPSTREAM_HEADER_PREFIX } from '../../auth/request-context.js';
-import { bodyExcerpt, type HttpFailure } from '../errors.js';
+import { bodyExcerpt, type HttpFailure } from './errors.js';
 import { BoundedReadBuffer, boundedBody, DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import type { UpstreamServerConfig } from './types.js';
 

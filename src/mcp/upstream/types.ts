@@ -1,9 +1,10 @@
 /** The shapes shared by the upstream connection's parts: server configs, status, call options, errors. */
+import { ToolrouterError, type ErrorCode } from '../../errors.js';
 import type { Logger } from 'pino';
-import type { ToolTransform } from '../transform.js';
+import type { ToolTransform } from './transform.js';
 import type { RelayContext } from '../relay/channel.js';
-import type { UpstreamOAuthSettings } from '../oauth/settings.js';
-import type { AuthorizationNeeded, UpstreamAuth, UserGrants } from '../oauth/types.js';
+import type { UpstreamOAuthSettings } from './oauth/settings.js';
+import type { AuthorizationNeeded, UpstreamAuth, UserGrants } from './oauth/types.js';
 
 /** A spawned process speaking MCP on stdin/stdout. */
 export interface StdioServerConfig {
@@ -22,7 +23,7 @@ export interface RemoteServerConfig {
   url: string;
   headers?: Record<string, string>;
   description?: string;
-  /** OAuth 2.1 (src/mcp/oauth/); the connection gets it through UpstreamManagerOptions.auth. */
+  /** OAuth 2.1 (src/mcp/upstream/oauth/); the connection gets it through UpstreamManagerOptions.auth. */
   auth?: UpstreamOAuthSettings;
   /** Header names a request may carry for this server (`x-toolrouter-upstream-<server>-<header>`), for its calls only. */
   passthroughHeaders?: string[];
@@ -56,9 +57,9 @@ export interface UpstreamManagerOptions {
   transforms?: Record<string, ToolTransform>;
   /** Largest message read from an upstream (mcp.maxResultBytes); default DEFAULT_MAX_RESULT_BYTES. */
   maxResultBytes?: number;
-  /** OAuth for HTTP servers with `auth: oauth` (src/mcp/oauth/), asked for when a server's connection is created. */
+  /** OAuth for HTTP servers with `auth: oauth` (src/mcp/upstream/oauth/), asked for when a server's connection is created. */
   auth?: (server: string) => UpstreamAuth | undefined;
-  /** Per-user OAuth servers' grants (src/mcp/oauth/): calls with a subject go out on that subject's own connection. */
+  /** Per-user OAuth servers' grants (src/mcp/upstream/oauth/): calls with a subject go out on that subject's own connection. */
   users?: UserGrants;
   /** Bounds of those per-user connections (mcp.oauth.maxUserConnections, userConnectionIdleMs). */
   userConnections?: { max: number; idleMs: number };
@@ -104,20 +105,21 @@ export interface UpstreamStatus {
   transformProblems: string[];
 }
 
-export type UpstreamErrorKind = 'timeout' | 'unavailable' | 'error';
+export type UpstreamErrorCode = Extract<ErrorCode, 'upstream_timeout' | 'upstream_unavailable' | 'upstream_error'>;
 
 /** A forwarded call that did not produce a result: timed out, no connection, or the upstream answered with an error. */
-export class UpstreamError extends Error {
+export class UpstreamError extends ToolrouterError {
   override readonly name = 'UpstreamError';
+  declare readonly code: UpstreamErrorCode;
   constructor(
-    readonly kind: UpstreamErrorKind,
+    code: UpstreamErrorCode,
     message: string,
-    /** For 'unavailable': seconds until the server's next connection attempt (REST Retry-After). */
-    readonly retryAfterSeconds?: number,
+    /** For upstream_unavailable: seconds until the server's next connection attempt (REST Retry-After). */
+    retryAfterSeconds?: number,
     /** The server concerned, when known: callers other than the admin are told only its name (gateway.ts). */
     readonly server?: string,
   ) {
-    super(message);
+    super(code, message, retryAfterSeconds === undefined ? {} : { retryAfterSeconds });
   }
 }
 

@@ -1,14 +1,15 @@
 import type { Task } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Response } from 'express';
-import type { Access } from '../auth/access.js';
+import type { Access } from '../../auth/access.js';
 import { z } from 'zod';
-import { GatewayError, type McpGateway } from './gateway.js';
-import type { UpstreamManager } from './upstream.js';
-import type { ImportedServers } from './client-config.js';
-import { accessOf } from '../http/auth.js';
-import { HttpError, parseBody } from '../http/errors.js';
+import { ToolrouterError, type ErrorCode } from '../../errors.js';
+import { GatewayError, type GatewayErrorCode, type McpGateway } from '../gateway/gateway.js';
+import type { UpstreamManager } from '../upstream/index.js';
+import type { ImportedServers } from '../upstream/client-config.js';
+import { accessOf } from '../../http/auth.js';
+import { HttpError, parseBody } from '../../http/errors.js';
 import { maskServer } from './server-routes.js';
-import { ownerOf } from './relay/tasks.js';
+import { ownerOf } from '../relay/tasks.js';
 
 function maskedConfig(upstreams: UpstreamManager, name: string): Record<string, unknown> | undefined {
   const known = upstreams.configOf(name);
@@ -149,27 +150,24 @@ async function rest<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    throw error instanceof GatewayError ? toHttpError(error) : error;
+    throw error instanceof GatewayError ? restError(error) : error;
   }
 }
 
-function toHttpError(error: GatewayError): HttpError {
-  switch (error.kind) {
-    case 'unknown_tool':
-    case 'not_found':
-      return new HttpError(404, 'not_found', error.message);
-    case 'forbidden':
-      return new HttpError(403, 'forbidden', error.message);
-    case 'upstream_timeout':
-      return new HttpError(504, 'upstream_timeout', error.message);
-    case 'upstream_unavailable':
-      // The server is known but not connected: a temporary state, retried by the reconnect schedule.
-      return new HttpError(503, 'upstream_unavailable', error.message, { retryAfterSeconds: error.retryAfterSeconds ?? 1 });
-    case 'upstream_error':
-      return new HttpError(502, 'upstream_error', error.message);
-    case 'index_not_ready':
-      return new HttpError(503, 'index_not_ready', error.message);
-    default:
-      return new HttpError(400, 'invalid_request', error.message);
-  }
+/**
+ * The REST face's one renaming of gateway codes: the /mcp-rest mirror has always answered a tool nobody serves as
+ * `not_found` and the caller's other mistakes (arguments, a virtual tool called through call_tool, a cursor) as
+ * `invalid_request`, with the same statuses (404, 400). Every other code (forbidden, not_found, index_not_ready,
+ * upstream_*) goes out as it is, with its usual status and Retry-After.
+ */
+const REST_CODES: Partial<Record<GatewayErrorCode, ErrorCode>> = {
+  unknown_tool: 'not_found',
+  invalid_arguments: 'invalid_request',
+  recursion: 'invalid_request',
+  invalid_cursor: 'invalid_request',
+};
+
+function restError(error: GatewayError): ToolrouterError {
+  const code = REST_CODES[error.code];
+  return code === undefined ? error : new ToolrouterError(code, error.message, { cause: error });
 }

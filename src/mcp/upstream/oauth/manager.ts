@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { RedisBus } from '../../redis/bus.js';
+import type { RedisBus } from '../../../redis/bus.js';
 import { Sealer } from './crypto.js';
 import type { RevocationOutcome } from './revocation.js';
 import { OAuthRequestError, ServerOAuth } from './server-oauth.js';
@@ -130,15 +130,15 @@ export class OAuthManager implements UserGrants {
    */
   async authorizeUser(server: string, subject: string, callbackUrl: string | undefined): Promise<string> {
     const oauth = this.userAuth(server, subject);
-    if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth (auth: {type: oauth, perUser: true}) is configured`);
+    if (!oauth) throw new OAuthRequestError('not_found', `no upstream MCP server "${server}" with per-user OAuth (auth: {type: oauth, perUser: true}) is configured`);
     const callback = this.options.settings.callbackUrl ?? callbackUrl;
-    if (!callback) throw new OAuthRequestError(409, 'per-user authorization needs mcp.oauth.callbackUrl (the browser\'s way back to toolrouter)');
+    if (!callback) throw new OAuthRequestError('conflict', 'per-user authorization needs mcp.oauth.callbackUrl (the browser\'s way back to toolrouter)');
     return oauth.authorize(callback);
   }
 
   /** The grants of a per-user server, subjects named (admin). */
   async userGrants(server: string): Promise<UserGrant[]> {
-    if (!this.perUser(server)) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth is configured`);
+    if (!this.perUser(server)) throw new OAuthRequestError('not_found', `no upstream MCP server "${server}" with per-user OAuth is configured`);
     const url = this.servers.get(server)!.options.url;
     const records = await this.store.list(userRecordPrefix(server));
     return [...records.values()]
@@ -154,7 +154,7 @@ export class OAuthManager implements UserGrants {
    */
   async revokeUser(server: string, subject: string, by: string): Promise<{ revoked: boolean; upstream: RevocationOutcome }> {
     const oauth = this.userAuth(server, subject);
-    if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with per-user OAuth is configured`);
+    if (!oauth) throw new OAuthRequestError('not_found', `no upstream MCP server "${server}" with per-user OAuth is configured`);
     const { had, upstream } = await oauth.revoke(by);
     this.options.log.info({ upstream: server, by, upstreamRevocation: upstream }, 'per-user OAuth grant revoked');
     return { revoked: had, upstream };
@@ -210,22 +210,22 @@ export class OAuthManager implements UserGrants {
   /** Admin: the authorization URL for the browser. `callbackUrl`: this service as the admin reached it + /oauth/callback. */
   async authorize(server: string, callbackUrl: string): Promise<string> {
     const oauth = this.servers.get(server);
-    if (!oauth) throw new OAuthRequestError(404, `no upstream MCP server "${server}" with auth: oauth is configured`);
+    if (!oauth) throw new OAuthRequestError('not_found', `no upstream MCP server "${server}" with auth: oauth is configured`);
     return oauth.authorize(callbackUrl);
   }
 
   /** The browser's return: `state` names the pending authorize; `code` (or `error`) is the authorization server's answer. */
   async callback(query: { state?: string; code?: string; error?: string; error_description?: string; iss?: string }): Promise<CallbackResult> {
-    if (!query.state) throw new OAuthRequestError(400, 'the callback has no state parameter');
+    if (!query.state) throw new OAuthRequestError('invalid_request', 'the callback has no state parameter');
     const pending = await this.store.takePending(query.state);
-    if (!pending) throw new OAuthRequestError(400, 'unknown or expired authorization (state): start again with POST /v1/mcp/servers/:name/authorize');
+    if (!pending) throw new OAuthRequestError('invalid_request', 'unknown or expired authorization (state): start again with POST /v1/mcp/servers/:name/authorize');
     const oauth = pending.subject === undefined ? this.servers.get(pending.server) : this.userAuth(pending.server, pending.subject);
-    if (!oauth) throw new OAuthRequestError(404, `upstream MCP server "${pending.server}" is no longer configured with auth: oauth`);
+    if (!oauth) throw new OAuthRequestError('not_found', `upstream MCP server "${pending.server}" is no longer configured with auth: oauth`);
     if (query.error) {
       const detail = query.error_description ? `${query.error}: ${query.error_description.slice(0, 300)}` : query.error;
-      throw new OAuthRequestError(400, `the authorization server refused the authorization of "${pending.server}" (${detail})`);
+      throw new OAuthRequestError('invalid_request', `the authorization server refused the authorization of "${pending.server}" (${detail})`);
     }
-    if (!query.code) throw new OAuthRequestError(400, 'the callback has neither code nor error');
+    if (!query.code) throw new OAuthRequestError('invalid_request', 'the callback has neither code nor error');
     await oauth.complete(pending, query.code, query.iss);
     this.options.log.info({ upstream: pending.server, perUser: pending.subject !== undefined }, 'upstream OAuth server authorized');
     return { server: pending.server, ...(pending.subject !== undefined ? { subject: pending.subject } : {}) };

@@ -1,7 +1,7 @@
-import type { Access } from '../auth/access.js';
-import type { CatalogEntry } from '../catalog/catalog.js';
-import { totalTokens } from '../search/tokens.js';
-import { countToolTokens, type TokenCounters } from '../telemetry/token-accounting.js';
+import type { Access } from '../../auth/access.js';
+import type { CatalogEntry } from '../../catalog/catalog.js';
+import { totalTokens } from '../../search/tokens.js';
+import { countToolTokens, type TokenCounters } from '../../telemetry/token-accounting.js';
 
 /**
  * Tool-definition tokens on the MCP face: listed (every tool the caller may call, what a plain aggregator would put in

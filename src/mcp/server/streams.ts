@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../../metrics.js';
 
 /**
  * Long-lived responses held open on /mcp: 2026-07-28 `subscriptions/listen` streams and 2025 GET event streams. Each

@@ -5,14 +5,14 @@
  * checks, transforms, spans and feedback; searches rank what the caller may see, as search_tools does.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { Access } from '../auth/access.js';
-import { RateLimitedError } from '../auth/rate-limit.js';
-import type { Tool } from '../catalog/types.js';
-import { ToolCallFailure, type SearchDetail, type SearchOptions, type ToolHost } from '../codemode/host.js';
-import type { Execution, Sandbox } from '../codemode/sandbox.js';
-import { codeTool } from '../codemode/signatures.js';
-import { briefTool } from '../search/coverage.js';
-import { SELECT_PREFIX } from '../search/search.js';
+import type { Access } from '../../auth/access.js';
+import { RateLimitedError } from '../../auth/rate-limit.js';
+import type { Tool } from '../../catalog/types.js';
+import { ToolCallFailure, type SearchDetail, type SearchOptions, type ToolHost } from '../../codemode/host.js';
+import type { Execution, Sandbox } from '../../codemode/sandbox.js';
+import { codeTool } from '../../codemode/signatures.js';
+import { briefTool } from '../../search/coverage.js';
+import { SELECT_PREFIX } from '../../search/search.js';
 import { GatewayError, type CodeModeListing, type McpGateway, type ScoredTool } from './gateway.js';
 
 export interface CodeToolOptions {
@@ -187,7 +187,7 @@ class GatewayToolHost implements ToolHost {
       this.context.searched?.(query, tools);
       return tools.map((tool) => searchDetail(tool, detail, trimmed));
     } catch (error) {
-      if (error instanceof GatewayError) throw new ToolCallFailure(error.message, error.kind);
+      if (error instanceof GatewayError) throw new ToolCallFailure(error.message, error.code);
       throw error;
     }
   }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from './relay/tasks.js';
-import { LogLevels } from './relay/levels.js';
-import { TaskInputs } from './relay/task-inputs.js';
+import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from '../relay/tasks.js';
+import { LogLevels } from '../relay/levels.js';
+import { TaskInputs } from '../relay/task-inputs.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -16,21 +16,22 @@ import {
   type ResourceTemplate,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
-import { Access } from '../auth/access.js';
-import { catalogHash, type Catalog, type CatalogEntry, type CatalogSnapshot } from '../catalog/catalog.js';
-import { compileSchema, type SchemaValidator } from '../catalog/json-schema.js';
-import type { Tool } from '../catalog/types.js';
-import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../search/activation.js';
-import { IndexNotReadyError, type SearchService } from '../search/search.js';
-import { describeCoverage } from '../search/coverage.js';
+import { Access } from '../../auth/access.js';
+import { ToolrouterError, type ErrorCode } from '../../errors.js';
+import { catalogHash, type Catalog, type CatalogEntry, type CatalogSnapshot } from '../../catalog/catalog.js';
+import { compileSchema, type SchemaValidator } from '../../catalog/json-schema.js';
+import type { Tool } from '../../catalog/types.js';
+import { ActivationPolicy, type Activation, type ActivationThresholds, type SearchActivationSetting } from '../../search/activation.js';
+import { IndexNotReadyError, type SearchService } from '../../search/search.js';
+import { describeCoverage } from '../../search/coverage.js';
 import { INDEX_BUILDING, NO_SERVERS } from './guidance.js';
 import type { StartupGate, UpstreamNotes } from './startup.js';
-import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from './upstream.js';
-import type { FeedbackRecorder } from '../feedback/service.js';
+import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from '../upstream/index.js';
+import type { FeedbackRecorder } from '../../feedback/service.js';
 import { SearchLedger } from './feedback-capture.js';
-import { mcpClientToolSpan } from '../telemetry/spans.js';
+import { mcpClientToolSpan } from '../../telemetry/spans.js';
 import type { McpTokenAccounting } from './token-accounting.js';
-import type { RelayContext } from './relay/channel.js';
+import type { RelayContext } from '../relay/channel.js';
 
 export interface GatewaySettings {
   /**
@@ -52,7 +53,8 @@ export interface GatewaySettings {
   tasks?: Partial<GatewayTasksOptions>;
 }
 
-export type GatewayErrorKind =
+export type GatewayErrorCode = Extract<
+  ErrorCode,
   | 'unknown_tool'
   | 'not_found'
   | 'invalid_arguments'
@@ -62,23 +64,28 @@ export type GatewayErrorKind =
   | 'index_not_ready'
   | 'upstream_timeout'
   | 'upstream_unavailable'
-  | 'upstream_error';
+  | 'upstream_error'
+>;
 
-/** Why a gateway operation failed; each face maps kinds to its own error form (JSON-RPC, isError result, HTTP status). */
-export class GatewayError extends Error {
+/**
+ * Why a gateway operation failed. Each face maps codes to its own error form in one place: JSON-RPC errors and isError
+ * results (server/server.ts), REST (server/rest-routes.ts), code mode's `error.code` (code-tool.ts, the codes as they are).
+ */
+export class GatewayError extends ToolrouterError {
   override readonly name = 'GatewayError';
+  declare readonly code: GatewayErrorCode;
   constructor(
-    readonly kind: GatewayErrorKind,
+    code: GatewayErrorCode,
     message: string,
     /** For upstream_unavailable: when to try again (REST Retry-After). */
-    readonly retryAfterSeconds?: number,
+    retryAfterSeconds?: number,
   ) {
-    super(message);
+    super(code, message, retryAfterSeconds === undefined ? {} : { retryAfterSeconds });
   }
 }
 
 /**
- * Code mode's virtual tool (`execute`) as the gateway lists it; implemented by src/mcp/code-tool.ts and set by the
+ * Code mode's virtual tool (`execute`) as the gateway lists it; implemented by src/mcp/gateway/code-tool.ts and set by the
  * assembly when code mode can be on for anyone.
  */
 export interface CodeModeListing {
@@ -104,7 +111,7 @@ export interface GatewayEvents {
  * catalog sources have nobody to forward a call to.
  */
 export class McpGateway extends EventEmitter<GatewayEvents> {
-  /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/feedback-capture.ts). */
+  /** Learning from usage: a search followed by a call of a found tool is recorded here (src/mcp/gateway/feedback-capture.ts). */
   feedback: FeedbackRecorder | undefined;
   /** Tool-definition tokens listed vs served, per caller (set by the assembly when there are metrics). */
   tokens: McpTokenAccounting | undefined;
@@ -523,9 +530,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       return await work();
     } catch (error) {
       if (error instanceof UpstreamError) {
-        const kind = error.kind === 'timeout' ? 'upstream_timeout' : error.kind === 'unavailable' ? 'upstream_unavailable' : 'upstream_error';
-        const message = kind === 'upstream_unavailable' && !access.isAdmin && error.server !== undefined ? briefUnavailable(error.server) : error.message;
-        throw new GatewayError(kind, message, error.retryAfterSeconds);
+        const message = error.code === 'upstream_unavailable' && !access.isAdmin && error.server !== undefined ? briefUnavailable(error.server) : error.message;
+        throw new GatewayError(error.code, message, error.retryAfterSeconds);
       }
       throw error;
     }

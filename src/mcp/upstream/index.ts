@@ -3,7 +3,7 @@
  * One job per file there: transport.ts (making the transport), connection.ts (connecting, negotiating, reacting),
  * reconnection.ts (backoff and liveness), listing.ts (tools into the catalog), calls.ts (forwarding).
  */
-export { UpstreamManager } from './upstream/manager.js';
-export { UpstreamConnection } from './upstream/connection.js';
-export { backoff } from './upstream/reconnection.js';
-export * from './upstream/types.js';
+export { UpstreamManager } from './manager.js';
+export { UpstreamConnection } from './connection.js';
+export { backoff } from './reconnection.js';
+export * from './types.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { recordUse } from '../feedback/capture.js';
-import type { FeedbackRecorder } from '../feedback/service.js';
+import { recordUse } from '../../feedback/capture.js';
+import type { FeedbackRecorder } from '../../feedback/service.js';
 
 /** Queries in these forms name tools or patterns; a call after them says nothing about what words mean. */
 const NOT_PROSE = /^\s*(select|regex):/i;

@@ -20,24 +20,24 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { Access } from '../auth/access.js';
-import { compileSchema } from '../catalog/json-schema.js';
-import type { Tool } from '../catalog/types.js';
-import { briefTool } from '../search/coverage.js';
-import { SELECT_PREFIX } from '../search/search.js';
-import { RpcError } from './errors.js';
+import { Access } from '../../auth/access.js';
+import { compileSchema } from '../../catalog/json-schema.js';
+import type { Tool } from '../../catalog/types.js';
+import { briefTool } from '../../search/coverage.js';
+import { SELECT_PREFIX } from '../../search/search.js';
+import { RpcError } from './rpc-error.js';
 import { loose, parseParams } from './params.js';
-import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from './oauth/elicitation.js';
-import { GatewayError, type McpGateway } from './gateway.js';
-import type { UpstreamNotes } from './startup.js';
-import type { FeaturesChange, UpstreamProgress } from './upstream.js';
-import { IMPLEMENTATION } from './version.js';
-import { McpFeedback, SEARCH_ID_META } from './feedback-capture.js';
-import { mcpServerToolSpan } from '../telemetry/spans.js';
-import type { RelayContext } from './relay/channel.js';
-import { SessionRelay } from './relay/session.js';
-import { CodeTool, searchDetail } from './code-tool.js';
-import { ownerOf, TaskLimitError } from './relay/tasks.js';
+import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
+import { GatewayError, type McpGateway } from '../gateway/gateway.js';
+import type { UpstreamNotes } from '../gateway/startup.js';
+import type { FeaturesChange, UpstreamProgress } from '../upstream/index.js';
+import { IMPLEMENTATION } from '../version.js';
+import { McpFeedback, SEARCH_ID_META } from '../gateway/feedback-capture.js';
+import { mcpServerToolSpan } from '../../telemetry/spans.js';
+import type { RelayContext } from '../relay/channel.js';
+import { SessionRelay } from '../relay/session.js';
+import { CodeTool, searchDetail } from '../gateway/code-tool.js';
+import { ownerOf, TaskLimitError } from '../relay/tasks.js';
 
 /**
  * tools/list as SEP-1821 extends it: `params.query` filters the catalog. The SDK's own schema would strip the unknown
@@ -314,8 +314,8 @@ export async function rpc<T>(work: () => T | Promise<T>, notFoundCode: number = 
   try {
     return await work();
   } catch (error) {
-    if (error instanceof GatewayError && error.kind === 'not_found') throw new RpcError(notFoundCode, error.message);
-    if (error instanceof GatewayError && error.kind.startsWith('upstream_')) throw new RpcError(ErrorCode.InternalError, error.message, { code: error.kind });
+    if (error instanceof GatewayError && error.code === 'not_found') throw new RpcError(notFoundCode, error.message);
+    if (error instanceof GatewayError && error.code.startsWith('upstream_')) throw new RpcError(ErrorCode.InternalError, error.message, { code: error.code });
     throw toMcpError(error);
   }
 }
@@ -432,9 +432,9 @@ async function forward(
   try {
     return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context) });
   } catch (error) {
-    if (error instanceof GatewayError && error.kind === 'forbidden') throw forbidden(error.message);
+    if (error instanceof GatewayError && error.code === 'forbidden') throw forbidden(error.message);
     // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.
-    if (error instanceof GatewayError && error.kind === 'unknown_tool') throw new RpcError(ErrorCode.InvalidParams, error.message);
+    if (error instanceof GatewayError && error.code === 'unknown_tool') throw new RpcError(ErrorCode.InvalidParams, error.message);
     if (error instanceof GatewayError) return errorResult(error.message);
     if (error instanceof UrlElicitationRequiredError) throw elicitationRequired(error);
     log.error({ err: error, tool: name }, 'tool call failed');
@@ -465,8 +465,8 @@ function forbidden(message: string): RpcError {
 
 function toMcpError(error: unknown): unknown {
   if (!(error instanceof GatewayError)) return error;
-  if (error.kind === 'forbidden') return forbidden(error.message);
-  if (error.kind === 'index_not_ready') return new RpcError(ErrorCode.InternalError, error.message);
+  if (error.code === 'forbidden') return forbidden(error.message);
+  if (error.code === 'index_not_ready') return new RpcError(ErrorCode.InternalError, error.message);
   return new RpcError(ErrorCode.InvalidParams, error.message);
 }
 

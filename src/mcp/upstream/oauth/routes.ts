@@ -1,6 +1,6 @@
 import { Router, type Request } from 'express';
-import { accessOf, assertAdmin } from '../../http/auth.js';
-import { HttpError } from '../../http/errors.js';
+import { accessOf, assertAdmin } from '../../../http/auth.js';
+import { HttpError } from '../../../http/errors.js';
 import type { OAuthManager } from './manager.js';
 import { OAuthRequestError } from './server-oauth.js';
 
@@ -97,7 +97,7 @@ async function answer<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof OAuthRequestError) throw new HttpError(error.status, error.status === 404 ? 'not_found' : error.status === 409 ? 'conflict' : 'invalid_request', error.message);
+    if (error instanceof OAuthRequestError) throw error;
     throw new HttpError(502, 'upstream_error', `authorization could not start: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { OAuthDiscoveryState, StoredOAuthClientInformation, StoredOAuthTokens } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
-import type { RedisBus } from '../../redis/bus.js';
+import type { RedisBus } from '../../../redis/bus.js';
 import type { Sealer } from './crypto.js';
 
 /** Why a server waits for an admin: no grant yet, a refresh that could not be done, or the grant was revoked/expired. */
@@ -81,7 +81,7 @@ function checked(results: [Error | null, unknown][] | null): [Error | null, unkn
 }
 
 /**
- * Records in Redis, each sealed (AES-256-GCM, src/mcp/oauth/crypto.ts) under its own key: nothing in Redis reads as a
+ * Records in Redis, each sealed (AES-256-GCM, src/mcp/upstream/oauth/crypto.ts) under its own key: nothing in Redis reads as a
  * token, a client secret or a PKCE verifier.
  *
  * Two instances and a rotating refresh token: a refresh token may be used once (the authorization server rotates it),

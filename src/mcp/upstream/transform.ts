@@ -6,7 +6,7 @@
  */
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import type { JsonSchemaProperty, Tool } from '../catalog/types.js';
+import type { JsonSchemaProperty, Tool } from '../../catalog/types.js';
 
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 

@@ -11,6 +11,7 @@ import {
   type StoredOAuthTokens,
 } from '@modelcontextprotocol/client';
 import type { Logger } from 'pino';
+import { ToolrouterError } from '../../../errors.js';
 import { revokeAtAuthorizationServer, type RevocationOutcome } from './revocation.js';
 import type { UpstreamOAuthSettings } from './settings.js';
 import type { NeedsAuthorizationReason, OAuthRecord, OAuthStore, PendingAuthorization } from './store.js';
@@ -41,14 +42,15 @@ export interface ServerOAuthOptions {
   log: Logger;
 }
 
-/** Thrown for an admin request that cannot be done (unknown state, a server that needs no browser step...). */
-export class OAuthRequestError extends Error {
+/**
+ * Thrown for an admin request that cannot be done (unknown state, a server that needs no browser step...): no such
+ * server (404), not possible in its state (409), or a callback that is not a valid answer (400).
+ */
+export class OAuthRequestError extends ToolrouterError {
   override readonly name = 'OAuthRequestError';
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
+  declare readonly code: 'not_found' | 'conflict' | 'invalid_request';
+  constructor(code: 'not_found' | 'conflict' | 'invalid_request', message: string) {
+    super(code, message);
   }
 }
 
@@ -81,7 +83,7 @@ export class ServerOAuth implements UpstreamAuth {
     return this.options.server;
   }
 
-  /** Where its record is stored: the server's name, or a per-user key (src/mcp/oauth/users.ts). */
+  /** Where its record is stored: the server's name, or a per-user key (src/mcp/upstream/oauth/manager.ts). */
   get key(): string {
     return this.options.storeKey ?? this.options.server;
   }
@@ -249,9 +251,9 @@ export class ServerOAuth implements UpstreamAuth {
 
   /** Admin: starts the browser step. Returns the authorization server's URL to open. */
   async authorize(callbackUrl: string): Promise<string> {
-    if (this.options.refusal) throw new OAuthRequestError(409, this.options.refusal);
+    if (this.options.refusal) throw new OAuthRequestError('conflict', this.options.refusal);
     if (this.grant === 'client_credentials') {
-      throw new OAuthRequestError(409, `server "${this.name}" uses the client_credentials grant: toolrouter obtains its tokens itself, there is no browser step`);
+      throw new OAuthRequestError('conflict', `server "${this.name}" uses the client_credentials grant: toolrouter obtains its tokens itself, there is no browser step`);
     }
     const redirectUrl = this.options.callbackUrl ?? callbackUrl;
     const state = randomBytes(32).toString('base64url');
@@ -277,7 +279,7 @@ export class ServerOAuth implements UpstreamAuth {
 
   /** The browser came back with a code: exchange it (PKCE verifier of the pending authorize) and store the tokens. */
   async complete(pending: PendingAuthorization, code: string, iss: string | undefined): Promise<void> {
-    if (pending.url !== this.options.url) throw new OAuthRequestError(409, `server "${this.name}" changed its URL since this authorization started; authorize again`);
+    if (pending.url !== this.options.url) throw new OAuthRequestError('conflict', `server "${this.name}" changed its URL since this authorization started; authorize again`);
     const flow = new Flow(this, { kind: 'callback', verifier: pending.verifier }, pending.redirectUrl);
     await this.options.store.withLock(this.key, this.options.lockTtlMs, async () => {
       const result = await auth(flow, { serverUrl: this.options.url, authorizationCode: code, iss, scope: this.options.settings.scope });

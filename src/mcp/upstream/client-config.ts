@@ -9,8 +9,8 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
-import { mcpServerSchema, SERVER_NAME, SERVER_NAME_MESSAGE } from './settings.js';
-import type { UpstreamServerConfig } from './upstream.js';
+import { mcpServerSchema, SERVER_NAME, SERVER_NAME_MESSAGE } from '../settings.js';
+import type { UpstreamServerConfig } from './index.js';
 
 export interface ImportedServers {
   servers: Record<string, UpstreamServerConfig>;

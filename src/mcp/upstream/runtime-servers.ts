@@ -9,9 +9,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { RedisBus } from '../redis/bus.js';
-import type { RedisClient, RedisKeys } from '../redis/connection.js';
-import type { UpstreamServerConfig } from './upstream.js';
+import type { RedisBus } from '../../redis/bus.js';
+import type { RedisClient, RedisKeys } from '../../redis/connection.js';
+import type { UpstreamServerConfig } from './index.js';
 
 /** What applies a stored server: the upstream manager. */
 export interface RuntimeServerTarget {

@@ -4,13 +4,13 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { serveStdio as serveModernStdio } from '@modelcontextprotocol/server/stdio';
 import { inspect, type InspectOptions } from 'node:util';
 import type { Logger } from 'pino';
-import { Access } from '../auth/access.js';
-import type { McpGateway } from './gateway.js';
-import type { UpstreamManager } from './upstream.js';
+import { Access } from '../../auth/access.js';
+import type { McpGateway } from '../gateway/gateway.js';
+import type { UpstreamManager } from '../upstream/index.js';
 import { createModernServer } from './modern.js';
-import { InputRounds } from './relay/rounds.js';
+import { InputRounds } from '../relay/rounds.js';
 import { createMcpServer } from './server.js';
-import { NO_SERVERS } from './guidance.js';
+import { NO_SERVERS } from '../gateway/guidance.js';
 
 /**
  * stdout carries the protocol; one stray console.log from a dependency would corrupt it. Call before loading anything

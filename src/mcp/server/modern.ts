@@ -18,17 +18,17 @@ import {
 import type { Request as ExpressRequest, Response as ExpressResponse } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { Access } from '../auth/access.js';
-import { McpFeedback } from './feedback-capture.js';
+import { Access } from '../../auth/access.js';
+import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues } from './params.js';
-import { declared } from './relay/channel.js';
-import { InputRounds } from './relay/rounds.js';
-import { declaresTasks, detailedTask, TASKS_EXTENSION } from './relay/task-inputs.js';
-import { ownerOf } from './relay/tasks.js';
-import type { McpGateway } from './gateway.js';
+import { declared } from '../relay/channel.js';
+import { InputRounds } from '../relay/rounds.js';
+import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
+import { ownerOf } from '../relay/tasks.js';
+import type { McpGateway } from '../gateway/gateway.js';
 import { callTool, featureSignature, instructions, listTools, rpc, startTask, UPSTREAMS_META, type CallContext } from './server.js';
-import { IMPLEMENTATION } from './version.js';
-import { URL_ELICITATION_REQUIRED } from './oauth/elicitation.js';
+import { IMPLEMENTATION } from '../version.js';
+import { URL_ELICITATION_REQUIRED } from '../upstream/oauth/elicitation.js';
 
 /**
  * The 2026-07-28 (stateless) revision of the MCP face, on the SDK's v2 server package. Each request is served by a

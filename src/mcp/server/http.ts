@@ -3,11 +3,11 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
-import type { Access } from '../auth/access.js';
-import { accessOf } from '../http/auth.js';
-import { toRestError, type FaceErrorShape } from '../http/errors.js';
-import type { Metrics } from '../metrics.js';
-import type { McpGateway } from './gateway.js';
+import type { Access } from '../../auth/access.js';
+import { accessOf } from '../../http/auth.js';
+import { toRestError, type FaceErrorShape } from '../../http/errors.js';
+import type { Metrics } from '../../metrics.js';
+import type { McpGateway } from '../gateway/gateway.js';
 import { modernHttpFace } from './modern.js';
 import { createMcpServer } from './server.js';
 import { StreamLimits } from './streams.js';

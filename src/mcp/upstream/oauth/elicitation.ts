@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ToolrouterError } from '../../errors.js';
+import { ToolrouterError } from '../../../errors.js';
 
 /** MCP's URLElicitationRequired (2025-11-25): the request needs the user to visit a URL first. */
 export const URL_ELICITATION_REQUIRED = -32042;

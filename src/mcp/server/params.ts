@@ -5,7 +5,7 @@
  */
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { RpcError } from './errors.js';
+import { RpcError } from './rpc-error.js';
 
 /** A request schema of the SDK: an object with a literal `method`. */
 type RequestSchema = z.ZodType & { shape: { method: { value: unknown } } };

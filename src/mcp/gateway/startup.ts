@@ -1,6 +1,6 @@
-import type { Catalog } from '../catalog/catalog.js';
-import type { IndexManager } from '../indexing/manager.js';
-import type { UpstreamManager } from './upstream.js';
+import type { Catalog } from '../../catalog/catalog.js';
+import type { IndexManager } from '../../indexing/manager.js';
+import type { UpstreamManager } from '../upstream/index.js';
 
 /** Upstream servers an answer is missing, by state. */
 export interface UpstreamNotes {

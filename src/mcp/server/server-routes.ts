@@ -4,12 +4,12 @@
  * client config are changed there, not here (409). Secrets in `headers` and `env` are stored, never answered.
  */
 import { Router } from 'express';
-import type { Catalog } from '../catalog/catalog.js';
-import { assertAdmin } from '../http/auth.js';
-import { HttpError, parseBody } from '../http/errors.js';
-import type { RuntimeServerStore } from './runtime-servers.js';
-import { mcpServerSchema, SERVER_NAME, SERVER_NAME_MESSAGE } from './settings.js';
-import type { UpstreamManager, UpstreamServerConfig } from './upstream.js';
+import type { Catalog } from '../../catalog/catalog.js';
+import { assertAdmin } from '../../http/auth.js';
+import { HttpError, parseBody } from '../../http/errors.js';
+import type { RuntimeServerStore } from '../upstream/runtime-servers.js';
+import { mcpServerSchema, SERVER_NAME, SERVER_NAME_MESSAGE } from '../settings.js';
+import type { UpstreamManager, UpstreamServerConfig } from '../upstream/index.js';
 
 export const MASK = '***';
 

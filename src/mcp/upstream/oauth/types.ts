@@ -9,7 +9,7 @@ export interface AuthorizationNeeded {
   message: string;
 }
 
-/** What the upstream connection needs from the OAuth side (src/mcp/oauth/) for one HTTP server. */
+/** What the upstream connection needs from the OAuth side (src/mcp/upstream/oauth/) for one HTTP server. */
 export interface UpstreamAuth {
   /** For the SDK's HTTP client transport (`authProvider`): the bearer token per request, and the cure for a 401. */
   provider: AuthProvider;
@@ -30,7 +30,7 @@ export interface UserAuth extends UpstreamAuth {
   hasGrant(): Promise<boolean>;
 }
 
-/** What the upstream side needs from the OAuth side for servers with `perUser: true` (src/mcp/oauth/manager.ts). */
+/** What the upstream side needs from the OAuth side for servers with `perUser: true` (src/mcp/upstream/oauth/manager.ts). */
 export interface UserGrants {
   perUser(server: string): boolean;
   userAuth(server: string, subject: string): UserAuth | undefined;
