@@ -8,7 +8,7 @@ import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
 import { RateLimits } from './auth/rate-limit.js';
 import { Catalog } from './catalog/catalog.js';
 import { staticSourceEntry } from './catalog/settings.js';
-import { sendAnthropicError, sendOpenAiError } from './chat/errors.js';
+import { sendAnthropicError, sendOpenAiError } from './chat/openai/errors.js';
 import { isProxyPath, passthroughRoutes } from './chat/passthrough.js';
 import { CHAT_RAW_BODY_PATHS, chatRoutes, isAnthropicPath } from './chat/routes.js';
 import type { Config } from './config/config.js';

@@ -10,8 +10,8 @@ import { abstentionSplit, atThreshold, auc, fitModel, serverUnits, thresholdKeep
 import { loadCatalogSources, loadQueries } from '../../src/eval/datasets.js';
 import { DEFAULT_CALIBRATION, type RelevanceFeatures } from '../../src/search/calibration.js';
 import { describeCoverage } from '../../src/search/coverage.js';
-import { searchToolDefinition } from '../../src/chat/search-tool.js';
-import type { RequestTool } from '../../src/chat/tool-request.js';
+import { searchToolDefinition } from '../../src/chat/core/search-tool.js';
+import type { RequestTool } from '../../src/chat/core/tool-request.js';
 import { countTokens } from 'gpt-tokenizer';
 import { createFixedSearch, type FixedSearch } from '../../src/search/fixed.js';
 import { DEFAULT_SEARCH_SETTINGS, SearchService } from '../../src/search/search.js';

@@ -1,17 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateTools } from '../../src/catalog/validate.js';
-import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/proxy.js';
-import { contentText, conversationQuery } from '../../src/chat/query.js';
-import { parseChatRequest } from '../../src/chat/request.js';
-import { parseAnthropicRequest } from '../../src/chat/anthropic-request.js';
-import { conversationSteps } from '../../src/chat/feedback-capture.js';
-import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/rewrite.js';
-import { searchToolName } from '../../src/chat/search-tool.js';
-import { StickySelections } from '../../src/chat/sticky.js';
-import { chatShape, responsesShape } from '../../src/chat/answers.js';
-import { parseResponsesRequest } from '../../src/chat/responses.js';
-import { indexableTool, openAiFunctionTool } from '../../src/chat/tools.js';
+import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/core/proxy.js';
+import { contentText, conversationQuery } from '../../src/chat/core/query.js';
+import { parseChatRequest } from '../../src/chat/openai-chat/request.js';
+import { parseAnthropicRequest } from '../../src/chat/anthropic/request.js';
+import { conversationSteps } from '../../src/chat/core/feedback-capture.js';
+import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/core/select.js';
+import { searchToolName } from '../../src/chat/core/search-tool.js';
+import { StickySelections } from '../../src/chat/core/sticky.js';
+import { chatShape, responsesShape } from '../../src/chat/core/answers.js';
+import { parseResponsesRequest } from '../../src/chat/openai-responses/request.js';
+import { indexableTool, openAiFunctionTool } from '../../src/chat/openai/tools.js';
 
 const user = (content: unknown) => ({ role: 'user', content });
 const fn = (name: string) => ({ type: 'function', function: { name, parameters: { type: 'object' } } });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { anthropicShape, chatShape, responsesShape, type ConversationShape } from '../../src/chat/answers.js';
-import { searchTurnReader } from '../../src/chat/search-tool.js';
-import { SseJsonReader, type JsonEvent } from '../../src/chat/sse.js';
+import { anthropicShape, chatShape, responsesShape, type ConversationShape } from '../../src/chat/core/answers.js';
+import { searchTurnReader } from '../../src/chat/core/search-tool.js';
+import { SseJsonReader, type JsonEvent } from '../../src/chat/core/sse.js';
 import { message, messageEvents, toolUse } from '../helpers/stand-in-anthropic.js';
 import { completion, responseObject, responsesEventStream, textChunks, toolCallChunks, toolCallCompletion } from '../helpers/stand-in-llm.js';
 

@@ -8,9 +8,9 @@ import {
   type RequestTool,
   type ToolRequest,
   type ToolUse,
-} from './tool-request.js';
+} from '../core/tool-request.js';
 
-export type { FunctionDefinition, RequestTool } from './tool-request.js';
+export type { FunctionDefinition, RequestTool } from '../core/tool-request.js';
 
 /**
  * The parts of an OpenAI chat-completions request toolrouter reads. Everything else is the upstream's business: unknown

@@ -9,7 +9,7 @@ import {
   type ToolRequest,
   type ToolUse,
   type Turn,
-} from './tool-request.js';
+} from '../core/tool-request.js';
 
 /**
  * The parts of an OpenAI Responses API request (`POST /v1/responses`) toolrouter reads. As for chat completions,

@@ -1,9 +1,9 @@
-import { Access } from '../auth/access.js';
-import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
-import type { Embedder } from '../embedding/embedder.js';
-import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../search/activation.js';
-import { SearchService, type SearchMode } from '../search/search.js';
-import { toolTokens, totalTokens } from '../search/tokens.js';
+import { Access } from '../../auth/access.js';
+import type { Catalog, CatalogEntry } from '../../catalog/catalog.js';
+import type { Embedder } from '../../embedding/embedder.js';
+import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../../search/activation.js';
+import { SearchService, type SearchMode } from '../../search/search.js';
+import { toolTokens, totalTokens } from '../../search/tokens.js';
 import { conversationQuery } from './query.js';
 import {
   capKept,
@@ -16,10 +16,10 @@ import {
   type KeptTool,
   type RuleReason,
   type UnchangedReason,
-} from './rewrite.js';
+} from './select.js';
 import type { FunctionTool, ToolIndex, ToolIndexCache } from './tool-index-cache.js';
 import type { Api, RequestTool, ToolRequest } from './tool-request.js';
-import { catalogFunctionTool } from './tools.js';
+import { catalogFunctionTool } from '../openai/tools.js';
 
 export interface RewriteOptions {
   /** Ranked tools to keep; rule-kept tools come on top. */

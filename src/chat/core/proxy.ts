@@ -2,7 +2,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { OpenAiError } from './errors.js';
+import { OpenAiError } from '../openai/errors.js';
 import type { Api } from './tool-request.js';
 
 /** The upstream endpoints the proxy forwards to, by API. */

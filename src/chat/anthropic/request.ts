@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { addIssues, assertUniqueNames, toolNameSchema, validateBody, type FunctionDefinition, type RequestTool, type ToolRequest, type ToolUse, type Turn } from './tool-request.js';
+import { addIssues, assertUniqueNames, toolNameSchema, validateBody, type FunctionDefinition, type RequestTool, type ToolRequest, type ToolUse, type Turn } from '../core/tool-request.js';
 
 /**
  * The parts of an Anthropic Messages API request (`POST /v1/messages`, and `/v1/messages/count_tokens`) toolrouter

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { recordUse } from '../feedback/capture.js';
-import type { FeedbackRecorder } from '../feedback/service.js';
+import { recordUse } from '../../feedback/capture.js';
+import type { FeedbackRecorder } from '../../feedback/service.js';
 import { contentText } from './query.js';
-import type { ChatRequest } from './request.js';
+import type { ChatRequest } from '../openai-chat/request.js';
 import type { ToolRequest } from './tool-request.js';
 
 /** Conversation turns whose kept tools are remembered (least recently seen first out). */

@@ -1,5 +1,5 @@
-import type { JsonSchemaProperty, Tool } from '../catalog/types.js';
-import type { Api, FunctionDefinition } from './tool-request.js';
+import type { JsonSchemaProperty, Tool } from '../../catalog/types.js';
+import type { Api, FunctionDefinition } from '../core/tool-request.js';
 
 /** An OpenAI chat-completions function tool, as forwarded upstream. */
 export interface OpenAiFunctionTool {

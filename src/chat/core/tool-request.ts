@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { TOOL_NAME_PATTERN } from '../catalog/validate.js';
-import { jsonDeeperThan } from '../http/json-depth.js';
-import { invalidRequest } from './errors.js';
+import { TOOL_NAME_PATTERN } from '../../catalog/validate.js';
+import { jsonDeeperThan } from '../../http/json-depth.js';
+import { invalidRequest } from '../openai/errors.js';
 
 /**
  * What the rewriter needs of a request, whichever OpenAI API it came in: chat completions (src/chat/request.ts) or

@@ -1,16 +1,16 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import type { Access } from '../auth/access.js';
-import type { Metrics } from '../metrics.js';
+import type { Access } from '../../auth/access.js';
+import type { Metrics } from '../../metrics.js';
 import { forwardRequest, type ForwardHooks, type UpstreamSettings } from './proxy.js';
 import type { ToolRewriter } from './rewriter.js';
 import { continuation, searchToolDefinition, searchTurnReader, type SearchAnswer, type SearchCall, type SearchTurn, type SearchTurnReader } from './search-tool.js';
-import { toolLabel } from './rewrite.js';
+import { toolLabel } from './select.js';
 import type { ToolRequest } from './tool-request.js';
-import { totalTokens } from '../search/tokens.js';
-import { describeCoverage, serversOfTools } from '../search/coverage.js';
-import { chatSearchCallSpan, llmSpan } from '../telemetry/spans.js';
-import { TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
+import { totalTokens } from '../../search/tokens.js';
+import { describeCoverage, serversOfTools } from '../../search/coverage.js';
+import { chatSearchCallSpan, llmSpan } from '../../telemetry/spans.js';
+import { TOKENS_HEADER, tokensHeader } from '../../telemetry/token-accounting.js';
 
 export interface SearchRoundSettings {
   /** The search tool's name in this request (src/chat/search-tool.ts searchToolName). */

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
-import { invalidRequest } from './errors.js';
-import type { ChatSettings } from './settings.js';
+import { invalidRequest } from '../openai/errors.js';
+import type { ChatSettings } from '../settings.js';
 import type { ToolRequest } from './tool-request.js';
 
 /**

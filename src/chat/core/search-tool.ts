@@ -1,5 +1,5 @@
-import { describeCoverage, serversOfTools } from '../search/coverage.js';
-import { toolLabel } from './rewrite.js';
+import { describeCoverage, serversOfTools } from '../../search/coverage.js';
+import { toolLabel } from './select.js';
 import { isEventStream, SseJsonReader } from './sse.js';
 import type { TurnReader } from './proxy.js';
 import type { Api, RequestTool } from './tool-request.js';

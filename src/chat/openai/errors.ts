@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
-import { toToolrouterError, ToolrouterError } from '../errors.js';
+import { toToolrouterError, ToolrouterError } from '../../errors.js';
 
 /**
  * Error types as OpenAI's API uses them. The chat face answers in OpenAI's error format, not toolrouter's
