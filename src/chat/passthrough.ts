@@ -1,6 +1,7 @@
 import express, { Router, type Application, type Request } from 'express';
 import type { Logger } from 'pino';
-import { anthropicErrorHandler, openAiErrorHandler } from './openai/errors.js';
+import { anthropicErrorHandler } from './anthropic/errors.js';
+import { openAiErrorHandler } from './openai/errors.js';
 import { forwardRequest } from './core/proxy.js';
 import { CHAT_COMPLETIONS_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, RESPONSES_PATH, isAnthropicPath } from './routes.js';
 

@@ -4,7 +4,10 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { Metrics } from '../metrics.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
-import { OpenAiError, anthropicErrorHandler, invalidRequest, openAiErrorHandler } from './openai/errors.js';
+import { ToolrouterError } from '../errors.js';
+import { invalidRequest } from './core/errors.js';
+import { anthropicErrorHandler } from './anthropic/errors.js';
+import { openAiErrorHandler } from './openai/errors.js';
 import { forwardRequest, type UpstreamSettings } from './core/proxy.js';
 import { parseAnthropicRequest } from './anthropic/request.js';
 import { parseChatRequest } from './openai-chat/request.js';
@@ -100,12 +103,9 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     const url = anthropic ? config.upstreamAnthropicUrl : config.upstreamLlmUrl;
     if (!url) {
       const setting = anthropic ? 'UPSTREAM_ANTHROPIC_URL (or upstreamAnthropicUrl' : 'UPSTREAM_LLM_URL (or upstreamLlmUrl';
-      throw new OpenAiError(
-        503,
-        `No upstream ${anthropic ? 'Anthropic API' : 'LLM'} is configured: set ${setting} in the config file). POST /v1/tools/rewrite works without one.`,
-        'api_error',
-        null,
+      throw new ToolrouterError(
         'upstream_not_configured',
+        `No upstream ${anthropic ? 'Anthropic API' : 'LLM'} is configured: set ${setting} in the config file). POST /v1/tools/rewrite works without one.`,
       );
     }
     const key = anthropic ? config.chat.anthropicUpstreamKey : config.chat.upstreamKey;
@@ -207,7 +207,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
         abstain: searchable,
       });
     } catch (error) {
-      if (error instanceof OpenAiError || !config.chat.failOpen) throw error;
+      // The caller's own mistakes are answered, never failed open.
+      if ((error instanceof ToolrouterError && error.code === 'invalid_request') || !config.chat.failOpen) throw error;
       log.warn({ err: error, api: request.api }, 'ranking the tools failed; forwarding them unranked (chat.failOpen)');
       metrics?.chatFailOpen.inc({ api: request.api });
       res.setHeader('x-toolrouter-fail-open', error instanceof IndexNotReadyError ? 'index_not_ready' : 'search_failed');

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import { invalidRequest } from '../openai/errors.js';
+import { invalidRequest } from './errors.js';
 import type { ChatSettings } from '../settings.js';
 import type { ToolRequest } from './tool-request.js';
 

@@ -2,7 +2,7 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { OpenAiError } from '../openai/errors.js';
+import { ToolrouterError } from '../../errors.js';
 import type { Api } from './tool-request.js';
 
 /** The upstream endpoints the proxy forwards to, by API. */
@@ -88,7 +88,7 @@ export function chatCompletionsUrl(base: string, incomingUrl: string): string {
 /**
  * Forwards a request (chat completion, response, or a passed-through route) and streams the upstream's answer back as
  * it comes: status, headers and body bytes unchanged, so SSE chunks, error bodies and anything else the upstream says
- * reach the caller exactly. Errors before the upstream answers are OpenAI-style (502 unreachable, 504 timeout); once
+ * reach the caller exactly. Errors before the upstream answers are ToolrouterErrors each dialect answers in its shape (502 unreachable, 504 timeout); once
  * the body is streaming, a failure can only cut the connection, which clients see as a truncated stream.
  *
  * With a `reader`, a successful answer is first shown to it: a turn it takes is returned and nothing is sent to the
@@ -113,7 +113,7 @@ export async function forwardRequest<T>(
       controller.abort(new Error(`no answer from the upstream LLM within ${upstream.timeoutMs} ms`));
     }, upstream.timeoutMs);
   };
-  const timeout = () => new OpenAiError(504, `The upstream LLM did not answer within ${upstream.timeoutMs} ms.`, 'api_error', null, 'upstream_timeout');
+  const timeout = () => new ToolrouterError('upstream_timeout', `The upstream LLM did not answer within ${upstream.timeoutMs} ms.`);
   // A caller that hangs up stops the upstream generation too, instead of leaving it to run (and bill) to the end.
   const onClose = () => {
     if (!res.writableFinished) controller.abort(new Error('client closed the connection'));
@@ -133,7 +133,7 @@ export async function forwardRequest<T>(
       if (timedOut) throw timeout();
       if (controller.signal.aborted) return undefined;
       const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
-      throw new OpenAiError(502, `The upstream LLM could not be reached: ${cause}`, 'api_error', null, 'upstream_unreachable');
+      throw new ToolrouterError('upstream_unreachable', `The upstream LLM could not be reached: ${cause}`, { status: 502 });
     }
     const chunks = answer.body?.getReader();
     const turn = answer.ok && chunks ? reader?.(answer) : undefined;
@@ -156,7 +156,7 @@ export async function forwardRequest<T>(
       } catch (error) {
         if (timedOut) throw timeout();
         if (controller.signal.aborted) return undefined;
-        throw new OpenAiError(502, `The upstream LLM broke off its answer: ${(error as Error).message}`, 'api_error', null, 'upstream_unreachable');
+        throw new ToolrouterError('upstream_unreachable', `The upstream LLM broke off its answer: ${(error as Error).message}`, { status: 502 });
       }
       if (ended) {
         const taken = turn.finish();

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { TOOL_NAME_PATTERN } from '../../catalog/validate.js';
 import { jsonDeeperThan } from '../../http/json-depth.js';
-import { invalidRequest } from '../openai/errors.js';
+import { invalidRequest } from './errors.js';
 
 /**
  * What the rewriter needs of a request, whichever OpenAI API it came in: chat completions (src/chat/request.ts) or
@@ -67,7 +67,7 @@ export const toolNameSchema = z
   .string({ error: 'is required and must be a string' })
   .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of a-z, A-Z, 0-9, "_", "-" or "."');
 
-/** Parses request bytes as a JSON object; every problem is a 400 in OpenAI's format. */
+/** Parses request bytes as a JSON object; every problem is a 400 (an invalid request). */
 export function parseJsonObject(bytes: Uint8Array | undefined, what: string, maxDepth: number): unknown {
   if (!bytes || bytes.length === 0) throw invalidRequest(`The request body is empty; send a JSON ${what}.`);
   // Measured on the bytes, before parsing: a body nested thousands deep parses, then breaks every recursive step after.
