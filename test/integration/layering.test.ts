@@ -30,6 +30,12 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
     'src/http/auth.ts': 'export const accessOf = 1;\n',
     'src/mcp/gateway.ts': 'export const gateway = 1;\n',
     'src/chat/routes.ts': "import { accessOf } from '../http/auth.js';\nimport { gateway } from '../mcp/gateway.js';\nexport const routes = accessOf + gateway;\n",
+    // Inside the chat face: the core imports no dialect; a dialect imports the core and its shared folder, no other dialect.
+    'src/chat/core/dialect.ts': 'export interface Dialect { api: string }\n',
+    'src/chat/core/rewriter.ts': "import type { Dialect } from './dialect.js';\nimport { tools } from '../openai/tools.js';\nexport const rewriter = (d: Dialect) => d.api + tools;\n",
+    'src/chat/openai/tools.ts': 'export const tools = 1;\n',
+    'src/chat/openai-chat/dialect.ts': "import type { Dialect } from '../core/dialect.js';\nimport { tools } from '../openai/tools.js';\nexport const chat: Dialect = { api: 'chat' + tools };\n",
+    'src/chat/anthropic/dialect.ts': "import type { Dialect } from '../core/dialect.js';\nimport { tools } from '../openai/tools.js';\nexport const anthropic: Dialect = { api: 'anthropic' + tools };\n",
     // Import cycles are refused, a cycle closed by a type import only too.
     'src/search/a.ts': "import { b } from './b.js';\nexport const a = 1;\nexport const ab = () => b;\n",
     'src/search/b.ts': "import { a } from './a.js';\nexport const b = a;\n",
@@ -69,6 +75,13 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
   it('keeps faces apart except through the HTTP seams', () => {
     assert.deepEqual(refused('src/chat/routes.ts', 'src/mcp/gateway.ts'), ['face-chat-imports-another-face']);
     assert.deepEqual(refused('src/chat/routes.ts', 'src/http/auth.ts'), []);
+  });
+
+  it('keeps the chat core provider-free and the chat dialects apart', () => {
+    assert.deepEqual(refused('src/chat/core/rewriter.ts', 'src/chat/openai/tools.ts'), ['chat-core-imports-a-dialect']);
+    assert.deepEqual(refused('src/chat/anthropic/dialect.ts', 'src/chat/openai/tools.ts'), ['chat-dialect-imports-another-dialect']);
+    assert.deepEqual(refused('src/chat/openai-chat/dialect.ts', 'src/chat/openai/tools.ts'), []);
+    assert.deepEqual(refused('src/chat/openai-chat/dialect.ts', 'src/chat/core/dialect.ts'), []);
   });
 
   it('refuses import cycles, those closed by a type import only too', () => {

@@ -5,13 +5,15 @@ import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/core/proxy.js';
 import { contentText, conversationQuery } from '../../src/chat/core/query.js';
 import { parseChatRequest } from '../../src/chat/openai-chat/request.js';
 import { parseAnthropicRequest } from '../../src/chat/anthropic/request.js';
-import { conversationSteps } from '../../src/chat/core/feedback-capture.js';
+import { anthropicSteps } from '../../src/chat/anthropic/request.js';
 import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/core/select.js';
 import { searchToolName } from '../../src/chat/core/search-tool.js';
 import { StickySelections } from '../../src/chat/core/sticky.js';
-import { chatShape, responsesShape } from '../../src/chat/core/answers.js';
+import { chatShape } from '../../src/chat/openai-chat/answers.js';
+import { responsesShape } from '../../src/chat/openai-responses/answers.js';
 import { parseResponsesRequest } from '../../src/chat/openai-responses/request.js';
-import { indexableTool, openAiFunctionTool } from '../../src/chat/openai/tools.js';
+import { indexableTool } from '../../src/chat/core/tools.js';
+import { openAiFunctionTool } from '../../src/chat/openai/tools.js';
 
 const user = (content: unknown) => ({ role: 'user', content });
 const fn = (name: string) => ({ type: 'function', function: { name, parameters: { type: 'object' } } });
@@ -233,7 +235,7 @@ describe('Anthropic requests', () => {
     assert.deepEqual([...requiredTools(request, []).entries()], [['mail', 'tool_choice'], ['weather', 'tool_result']]);
     assert.equal(conversationQuery(request.turns, 1_000).split('\n')[0], 'And Lisbon?');
     assert.equal(request.history.length, 4, 'the system prompt is part of the history');
-    const steps = conversationSteps(request);
+    const steps = anthropicSteps(request);
     assert.deepEqual(steps.map((step) => step.role), ['system', 'user', 'assistant', 'user']);
     assert.deepEqual(steps[2]!.calls, [{ id: 'toolu_1', name: 'weather' }]);
     assert.equal(steps[3]!.ref, 'toolu_1');

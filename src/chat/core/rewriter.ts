@@ -19,9 +19,11 @@ import {
 } from './select.js';
 import type { FunctionTool, ToolIndex, ToolIndexCache } from './tool-index-cache.js';
 import type { Api, RequestTool, ToolRequest } from './tool-request.js';
-import { catalogFunctionTool } from '../openai/tools.js';
+import type { Tool } from '../../catalog/types.js';
 
 export interface RewriteOptions {
+  /** A catalog (MCP) tool in the request's API format, for catalog mode (the request's dialect: Dialect.renderTool). */
+  renderTool: (tool: Tool) => object;
   /** Ranked tools to keep; rule-kept tools come on top. */
   k: number;
   /** Rank the router's own catalog instead of the request's tools. */
@@ -105,7 +107,7 @@ export class ToolRewriter {
   async rewrite(request: ToolRequest, options: RewriteOptions): Promise<Rewrite> {
     const access = options.access ?? Access.open;
     const rewrite = options.useCatalog
-      ? await this.fromCatalog(request, options.k, access)
+      ? await this.fromCatalog(request, options.k, access, options.renderTool)
       : await this.fromRequest(request, options.k, access.scope, options.sticky ?? [], options.abstain ?? false);
     return this.cap(request, rewrite, options.maxTools);
   }
@@ -199,7 +201,7 @@ export class ToolRewriter {
     };
   }
 
-  /** At most `max` tools forwarded, whatever kept them (src/chat/rewrite.ts capKept says which go first). */
+  /** At most `max` tools forwarded, whatever kept them (src/chat/core/select.ts capKept says which go first). */
   private cap(request: ToolRequest, rewrite: Rewrite, max = Number.POSITIVE_INFINITY): Rewrite {
     const { decision } = rewrite;
     const definitions = rewrite.body ? ((rewrite.body.tools as unknown[] | undefined) ?? []) : request.tools.map((tool) => tool.definition);
@@ -297,7 +299,7 @@ export class ToolRewriter {
    * request's own functions together are below the activation threshold, nothing is trimmed: the request keeps its
    * tools and gets every catalog tool besides.
    */
-  private async fromCatalog(request: ToolRequest, k: number, access: Access): Promise<Rewrite> {
+  private async fromCatalog(request: ToolRequest, k: number, access: Access, renderTool: RewriteOptions['renderTool']): Promise<Rewrite> {
     const { catalog, search } = this.deps;
     const { settings } = search;
     // The catalog as this caller's key sees it: a tool outside the key is never added, by rule or by rank.
@@ -310,7 +312,7 @@ export class ToolRewriter {
     const activation = this.activation.decidePool(entries.length + extras.length, [
       // The catalog's definitions in this API's format are counted once per catalog hash (which covers searchable
       // text: a change to schema types alone keeps the old count, off by a few tokens until the next real change) and key.
-      { key: () => `${snapshot.catalogHash}:${request.api}:${access.scope ?? ''}`, definitions: () => entries.map((entry) => catalogFunctionTool(request.api, entry.tool)) },
+      { key: () => `${snapshot.catalogHash}:${request.api}:${access.scope ?? ''}`, definitions: () => entries.map((entry) => renderTool(entry.tool)) },
       { definitions: () => extras.map((tool) => tool.definition) },
     ]);
     const trim = activation.active;
@@ -332,7 +334,7 @@ export class ToolRewriter {
     const fromCatalog = (name: string, reason: KeptTool['reason']) => {
       const entry = taken.has(name) ? undefined : catalog.get(name);
       if (!visible(entry)) return;
-      forwarded.push(catalogFunctionTool(request.api, entry.tool));
+      forwarded.push(renderTool(entry.tool));
       kept.push({ name, reason, source: 'catalog' });
       taken.add(name);
     };
@@ -348,7 +350,7 @@ export class ToolRewriter {
         feedbackScope: access.scope,
       });
       for (const hit of results) {
-        forwarded.push(catalogFunctionTool(request.api, hit.tool));
+        forwarded.push(renderTool(hit.tool));
         kept.push({ name: hit.tool.name, reason: 'ranked', score: hit.score, source: 'catalog' });
       }
     }

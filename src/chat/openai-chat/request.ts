@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import type { ConversationStep } from '../core/feedback-capture.js';
+import { contentText } from '../core/query.js';
 import {
   addIssues,
   assertUniqueNames,
@@ -175,4 +177,17 @@ function toolChoiceNames(choice: unknown): string[] {
         ? (fields.allowed_tools as { tools: Record<string, unknown>[] }).tools.flatMap((tool) => [named(tool.function), named(tool.custom)])
         : [];
   return names.filter((name) => name !== undefined);
+}
+
+/** The conversation as the chat capture reads it (src/chat/core/feedback-capture.ts): one step per message. */
+export function chatSteps(request: ToolRequest): ConversationStep[] {
+  return (request as ChatRequest).messages.map((message) => ({
+    role: message.role,
+    text: contentText(message.content),
+    calls: [
+      ...(message.tool_calls ?? []).map((call) => ({ id: call.id ?? '', name: call.function?.name ?? call.custom?.name ?? '' })),
+      ...(message.function_call ? [{ id: '', name: message.function_call.name }] : []),
+    ].filter((call) => call.name !== ''),
+    ref: message.tool_call_id ?? message.name ?? '',
+  }));
 }
