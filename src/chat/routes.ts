@@ -5,12 +5,12 @@ import type { Embedder } from '../embedding/embedder.js';
 import type { Metrics } from '../metrics.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
 import { ToolrouterError } from '../errors.js';
+import { anthropicDialect } from './anthropic/dialect.js';
+import type { Dialect } from './core/dialect.js';
 import { invalidRequest } from './core/errors.js';
 import { openAiErrorHandler } from './openai/errors.js';
 import { chatDialect } from './openai-chat/dialect.js';
 import { responsesDialect } from './openai-responses/dialect.js';
-import { anthropicDialect } from './anthropic/dialect.js';
-import type { Dialect } from './core/dialect.js';
 import { forwardRequest, type UpstreamSettings } from './core/proxy.js';
 import { ToolRewriter, type Rewrite, type RewriteOptions } from './core/rewriter.js';
 import { forwardWithSearch } from './core/search-rounds.js';
@@ -46,7 +46,6 @@ export const isAnthropicPath = (path: string): boolean => path === MESSAGES_PATH
 /** Most tools a request may ask to keep through `x-toolrouter-k`. */
 const MAX_K = 1_000;
 
-
 /** The configuration slices the chat face reads, handed in by the assembly (src/server.ts). */
 export interface ChatConfig {
   chat: ChatSettings;
@@ -59,6 +58,7 @@ export interface ChatConfig {
   limits: Pick<LimitsSettings, 'jsonDepth'>;
 }
 
+/** What the chat face is built from, handed in by the assembly (src/server.ts). */
 export interface ChatOptions {
   config: ChatConfig;
   catalog: Catalog;
@@ -72,8 +72,9 @@ export interface ChatOptions {
 }
 
 /**
- * The OpenAI-compatible face: `POST /v1/chat/completions` and `POST /v1/responses` forward requests upstream with their
- * tool list cut to what the conversation needs, and `POST /v1/tools/rewrite` shows that decision without forwarding.
+ * The LLM-API face: each dialect's route (`POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/messages`)
+ * forwards requests upstream with their tool list cut to what the conversation needs, and `POST /v1/tools/rewrite`
+ * shows that decision without forwarding.
  */
 export function chatRoutes({ config, catalog, search, embedder, log, feedback, metrics }: ChatOptions): Router {
   const router = Router();

@@ -43,7 +43,7 @@ export interface RewriteOptions {
 }
 
 export interface Decision {
-  /** The API the request came in: `chat` (/v1/chat/completions) or `responses` (/v1/responses). */
+  /** The API the request came in: `chat` (/v1/chat/completions), `responses` (/v1/responses), `anthropic` (/v1/messages). */
   api: Api;
   mode: 'request' | 'catalog';
   k: number;
@@ -72,7 +72,8 @@ export interface Rewrite {
   decision: Decision;
 }
 
-export interface ToolRewriterDeps {
+/** What a ToolRewriter ranks with, handed in by the chat routes. */
+export interface ToolRewriterOptions {
   /**
    * The router's catalog and search: catalog mode searches it, and its current defaults (weights and fusion as the
    * console may have applied them) rank request tools too.
@@ -87,8 +88,8 @@ export interface ToolRewriterDeps {
 }
 
 /**
- * Decides which tools a request forwards, for chat completions and the Responses API alike (each parser turns its
- * format into a ToolRequest), ranking with the same hybrid search as the rest of the router.
+ * Decides which tools a request forwards, whatever API it came in (each dialect's parser turns its format into a
+ * ToolRequest), ranking with the same hybrid search as the rest of the router.
  */
 export class ToolRewriter {
   private readonly mode: SearchMode;
@@ -98,10 +99,10 @@ export class ToolRewriter {
    */
   private readonly activation: ActivationPolicy;
 
-  constructor(private readonly deps: ToolRewriterDeps) {
+  constructor(private readonly options: ToolRewriterOptions) {
     // Regex mode reads the query as a pattern; a conversation is prose.
-    this.mode = deps.search.settings.mode === 'regex' ? 'hybrid' : deps.search.settings.mode;
-    this.activation = new ActivationPolicy('auto', deps.activation);
+    this.mode = options.search.settings.mode === 'regex' ? 'hybrid' : options.search.settings.mode;
+    this.activation = new ActivationPolicy('auto', options.activation);
   }
 
   async rewrite(request: ToolRequest, options: RewriteOptions): Promise<Rewrite> {
@@ -117,9 +118,9 @@ export class ToolRewriter {
    * gets every tool rather than none, still within maxTools.
    */
   unranked(request: ToolRequest, options: RewriteOptions): Rewrite {
-    const required = requiredTools(request, this.deps.search.settings.pinned);
+    const required = requiredTools(request, this.options.search.settings.pinned);
     const functions = request.tools.filter((tool) => tool.function !== undefined).length;
-    const activation = decideActivation('auto', this.deps.activation, functions, () => totalTokens(request.tools.map((tool) => tool.definition)));
+    const activation = decideActivation('auto', this.options.activation, functions, () => totalTokens(request.tools.map((tool) => tool.definition)));
     return this.cap(request, this.unchanged(request, options.k, required, 'search_unavailable', '', undefined, activation), options.maxTools);
   }
 
@@ -131,20 +132,20 @@ export class ToolRewriter {
    */
   async findRequestTools(request: ToolRequest, query: string, topK: number, exclude: ReadonlySet<string>, access: Access): Promise<RequestTool[]> {
     const functions = request.tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
-    const { catalog } = this.deps;
+    const { catalog } = this.options;
     const visible = (name: string) => {
       if (!access.restricted) return true;
       const entry = catalog.get(name);
       return entry === undefined || access.canSee(entry);
     };
-    const { index } = await this.deps.cache.get(functions);
+    const { index } = await this.options.cache.get(functions);
     const { results } = await this.requestSearch(index, topK, exclude.size).search({
       query,
       topK,
       mode: this.mode,
       visible: (entry) => !exclude.has(entry.tool.name) && visible(entry.tool.name),
       feedbackScope: access.scope,
-      minScore: this.deps.search.settings.minScore ?? 0,
+      minScore: this.options.search.settings.minScore ?? 0,
     });
     const byName = new Map(functions.map((tool) => [tool.function.name, tool]));
     return results.flatMap((hit) => {
@@ -155,8 +156,8 @@ export class ToolRewriter {
 
   /** Search over one request's tool index with the router's current defaults. */
   private requestSearch(index: ToolIndex, k: number, excluded: number): SearchService {
-    const settings = this.deps.search.settings;
-    return new SearchService(index.catalog, index.indexes, this.deps.embedder, {
+    const settings = this.options.search.settings;
+    return new SearchService(index.catalog, index.indexes, this.options.embedder, {
       ...settings,
       mode: this.mode,
       topK: k,
@@ -168,7 +169,7 @@ export class ToolRewriter {
       // The request's tools fill k; whether nothing fits at all (abstaining) is decided on the top score (fromRequest).
       minScore: 0,
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
-    }, this.deps.search.feedback, undefined, this.deps.search.metrics);
+    }, this.options.search.feedback, undefined, this.options.search.metrics);
   }
 
   /** The request forwarded with every tool, each with its keep reason. */
@@ -223,24 +224,24 @@ export class ToolRewriter {
 
   private async fromRequest(request: ToolRequest, k: number, scope: string | undefined, earlier: readonly string[], abstain: boolean): Promise<Rewrite> {
     const { tools } = request;
-    const settings = this.deps.search.settings;
+    const settings = this.options.search.settings;
     const required = requiredTools(request, settings.pinned);
     const functions = tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
     const requiredHere = functions.filter((tool) => required.has(tool.function.name)).length;
     const functionNames = new Set(functions.map((tool) => tool.function.name));
     const sticky = new Set(earlier.filter((name) => functionNames.has(name) && !required.has(name)));
     // Token counts are memoised per definition (src/search/tokens.ts), and only lists within maxTools are counted.
-    const activation = decideActivation('auto', this.deps.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
+    const activation = decideActivation('auto', this.options.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
     const unchanged = (reason: UnchangedReason, query = '', cache?: 'hit' | 'miss'): Rewrite =>
       this.unchanged(request, k, required, reason, query, cache, activation);
     // A small list costs less than a search would save: the model sees it whole.
     if (!activation.active) return unchanged('below_threshold');
     // Nothing could be dropped: forwarded as is, without indexing anything.
     if (functions.length - requiredHere - sticky.size <= k) return unchanged('within_k');
-    const query = conversationQuery(request.turns, this.deps.maxQueryLength);
+    const query = conversationQuery(request.turns, this.options.maxQueryLength);
     if (query === '') return unchanged('no_query');
 
-    const { index, hit } = await this.deps.cache.get(functions);
+    const { index, hit } = await this.options.cache.get(functions);
     const ranked = await this.requestSearch(index, k, requiredHere + sticky.size).search({
       query,
       topK: k,
@@ -300,12 +301,12 @@ export class ToolRewriter {
    * tools and gets every catalog tool besides.
    */
   private async fromCatalog(request: ToolRequest, k: number, access: Access, renderTool: RewriteOptions['renderTool']): Promise<Rewrite> {
-    const { catalog, search } = this.deps;
+    const { catalog, search } = this.options;
     const { settings } = search;
     // The catalog as this caller's key sees it: a tool outside the key is never added, by rule or by rank.
     const visible = (entry: CatalogEntry | undefined): entry is CatalogEntry => entry !== undefined && access.canSee(entry);
     const required = requiredTools(request, settings.pinned);
-    const query = conversationQuery(request.turns, this.deps.maxQueryLength);
+    const query = conversationQuery(request.turns, this.options.maxQueryLength);
     const extras = request.tools.filter((tool) => tool.function && !visible(catalog.get(tool.function.name)));
     const snapshot = catalog.snapshot();
     const entries = access.restricted ? snapshot.entries.filter(visible) : snapshot.entries;
