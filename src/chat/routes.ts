@@ -97,8 +97,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
   const sticky = new StickySelections(config.chat.stickyConversations);
 
   /** Where an API's requests go; unset, its routes answer that no upstream is configured. */
-  const upstreamOf = ({ api, upstream }: Dialect): UpstreamSettings => {
-    const anthropic = upstream === 'anthropic';
+  const upstreamOf = ({ upstream }: Dialect): UpstreamSettings => {
+    const anthropic = upstream.setting === 'anthropic';
     const url = anthropic ? config.upstreamAnthropicUrl : config.upstreamLlmUrl;
     if (!url) {
       const setting = anthropic ? 'UPSTREAM_ANTHROPIC_URL (or upstreamAnthropicUrl' : 'UPSTREAM_LLM_URL (or upstreamLlmUrl';
@@ -108,7 +108,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       );
     }
     const key = anthropic ? config.chat.anthropicUpstreamKey : config.chat.upstreamKey;
-    return { url, api, ...(key === undefined ? {} : { key }), timeoutMs: config.chat.timeoutMs };
+    return { url, route: upstream.route, keyHeader: upstream.keyHeader, ...(key === undefined ? {} : { key }), timeoutMs: config.chat.timeoutMs };
   };
 
   /**

@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateTools } from '../../src/catalog/validate.js';
-import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/core/proxy.js';
+import { upstreamUrl } from '../../src/chat/core/proxy.js';
+import { anthropicDialect } from '../../src/chat/anthropic/dialect.js';
+import { chatDialect } from '../../src/chat/openai-chat/dialect.js';
+
+const chatCompletionsUrl = (base: string, incomingUrl: string) => upstreamUrl(base, chatDialect.upstream.route, incomingUrl);
 import { contentText, conversationQuery } from '../../src/chat/core/query.js';
 import { parseChatRequest } from '../../src/chat/openai-chat/request.js';
 import { parseAnthropicRequest } from '../../src/chat/anthropic/request.js';
@@ -254,8 +258,8 @@ describe('Anthropic requests', () => {
   });
 
   it("goes to the caller's own path under the Anthropic base URL, with or without /v1 in it", () => {
-    assert.equal(upstreamUrl('https://api.anthropic.com', 'anthropic', '/v1/messages?beta=true'), 'https://api.anthropic.com/v1/messages?beta=true');
-    assert.equal(upstreamUrl('https://gateway.example/anthropic/v1/', 'anthropic', '/v1/messages/count_tokens'), 'https://gateway.example/anthropic/v1/messages/count_tokens');
+    assert.equal(upstreamUrl('https://api.anthropic.com', anthropicDialect.upstream.route, '/v1/messages?beta=true'), 'https://api.anthropic.com/v1/messages?beta=true');
+    assert.equal(upstreamUrl('https://gateway.example/anthropic/v1/', anthropicDialect.upstream.route, '/v1/messages/count_tokens'), 'https://gateway.example/anthropic/v1/messages/count_tokens');
   });
 
   it('refuses a custom tool without an input_schema, naming it', () => {

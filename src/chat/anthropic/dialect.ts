@@ -13,7 +13,7 @@ export const anthropicDialect: Dialect = {
   api: 'anthropic',
   path: '/v1/messages',
   countTokensPath: '/v1/messages/count_tokens',
-  upstream: 'anthropic',
+  upstream: { setting: 'anthropic', route: 'whole-path', keyHeader: 'x-api-key' },
   requestName: 'Messages API request',
   tokenFace: 'messages',
   parse: parseAnthropicRequest,

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Tool } from '../../catalog/types.js';
 import type { TokenFace } from '../../telemetry/token-accounting.js';
 import type { ConversationShape } from './answers.js';
+import type { UpstreamRoute, UpstreamSettings } from './proxy.js';
 import type { ConversationStep } from './feedback-capture.js';
 import type { SearchAnswer, SearchToolRenderer, SearchTurn, SearchTurnReader } from './search-tool.js';
 import type { Api, RequestTool, ToolRequest } from './tool-request.js';
@@ -21,8 +22,11 @@ export interface Dialect extends SearchToolRenderer {
    * without the search round): Anthropic's `/v1/messages/count_tokens`.
    */
   readonly countTokensPath?: string;
-  /** Which upstream setting its requests go to: upstreamLlmUrl (OpenAI-compatible) or upstreamAnthropicUrl. */
-  readonly upstream: 'openai' | 'anthropic';
+  /**
+   * Where its requests go: which upstream setting (upstreamLlmUrl, OpenAI-compatible, or upstreamAnthropicUrl), the
+   * route under that base URL, and how the configured upstream key is sent.
+   */
+  readonly upstream: { readonly setting: 'openai' | 'anthropic'; readonly route: UpstreamRoute; readonly keyHeader: UpstreamSettings['keyHeader'] };
   /** How messages name a request of this API (`chat completion request`). */
   readonly requestName: string;
   /** The token counters' face label. */

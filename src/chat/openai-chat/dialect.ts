@@ -9,7 +9,7 @@ import { chatContinuation, chatSearchTool, chatSearchTurnReader } from './search
 export const chatDialect: Dialect = {
   api: 'chat',
   path: '/v1/chat/completions',
-  upstream: 'openai',
+  upstream: { setting: 'openai', route: { endpoint: 'chat/completions' }, keyHeader: 'authorization' },
   requestName: 'chat completion request',
   tokenFace: 'chat',
   parse: parseChatRequest,

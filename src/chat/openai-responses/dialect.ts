@@ -12,7 +12,7 @@ import { CLIENT_TOOL_SEARCH, responsesContinuation, responsesSearchTool, respons
 export const responsesDialect: Dialect = {
   api: 'responses',
   path: '/v1/responses',
-  upstream: 'openai',
+  upstream: { setting: 'openai', route: { endpoint: 'responses' }, keyHeader: 'authorization' },
   requestName: 'Responses API request',
   tokenFace: 'responses',
   parse: parseResponsesRequest,
