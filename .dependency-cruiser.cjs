@@ -68,6 +68,20 @@ const KNOWN_EXCEPTIONS = [
   { from: '^src/mcp/version\\.ts$', to: '^src/package-root\\.ts$' },
 ];
 
+/**
+ * The chat face inside: a provider-free core (src/chat/core) and one folder per API (a Dialect each), which the routes
+ * (src/chat/*.ts) put together. The core imports no dialect; a dialect imports the core, the chat settings, and the
+ * folder it shares with its sibling API (`may`), never another dialect.
+ */
+const CHAT_CORE = '^src/chat/core/';
+const CHAT_SETTINGS = '^src/chat/settings\\.ts$';
+const CHAT_DIALECTS = [
+  { name: 'openai', path: '^src/chat/openai/', may: [] },
+  { name: 'openai-chat', path: '^src/chat/openai-chat/', may: ['^src/chat/openai/'] },
+  { name: 'openai-responses', path: '^src/chat/openai-responses/', may: ['^src/chat/openai/'] },
+  { name: 'anthropic', path: '^src/chat/anthropic/', may: [] },
+];
+
 const any = (paths) => (paths.length === 0 ? '^$' : paths.map((p) => `(${p})`).join('|'));
 
 /**
@@ -125,6 +139,23 @@ const mcpRoleRules = MCP_ROLES.slice(0, -1).flatMap((role) =>
   ),
 );
 
+const chatRules = [
+  {
+    name: 'chat-core-imports-a-dialect',
+    comment: 'src/chat/core is provider-free: what differs between APIs comes in through the Dialect interface',
+    severity: 'error',
+    from: { path: CHAT_CORE },
+    to: { path: '^src/chat/', pathNot: any([CHAT_CORE, CHAT_SETTINGS]) },
+  },
+  ...CHAT_DIALECTS.map((dialect) => ({
+    name: 'chat-dialect-imports-another-dialect',
+    comment: `src/chat/${dialect.name} may import the chat core and settings${dialect.may.length > 0 ? ' and the folder it shares' : ''}, not another dialect or the routes`,
+    severity: 'error',
+    from: { path: dialect.path },
+    to: { path: '^src/chat/', pathNot: any([CHAT_CORE, CHAT_SETTINGS, dialect.path, ...dialect.may]) },
+  })),
+];
+
 module.exports = {
   forbidden: [
     {
@@ -153,6 +184,7 @@ module.exports = {
     ...layerRules,
     ...faceRules,
     ...mcpRoleRules,
+    ...chatRules,
   ],
   options: {
     includeOnly: '^(src|workers)/',

@@ -2,7 +2,7 @@
  * The one error type toolrouter's own code throws for failures a caller should see (the MCP SDK's model: one error
  * class, a stable code, optional data). The code says what happened and stays the same across releases; each face
  * maps it to its own wire format in one place: REST `{error: {code, message}}` (src/http/errors.ts), OpenAI's
- * `{error: {message, type, param, code}}` (src/chat/errors.ts), and JSON-RPC errors on MCP (src/mcp).
+ * `{error: {message, type, param, code}}` and Anthropic's (src/chat/openai/errors.ts, src/chat/anthropic/errors.ts), and JSON-RPC errors on MCP (src/mcp).
  */
 
 /** Stable codes, with the HTTP status each has unless the thrower says otherwise. */

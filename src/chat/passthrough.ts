@@ -1,7 +1,8 @@
 import express, { Router, type Application, type Request } from 'express';
 import type { Logger } from 'pino';
-import { anthropicErrorHandler, openAiErrorHandler } from './errors.js';
-import { forwardRequest } from './proxy.js';
+import { anthropicErrorHandler } from './anthropic/errors.js';
+import { openAiErrorHandler } from './openai/errors.js';
+import { forwardRequest } from './core/proxy.js';
 import { CHAT_COMPLETIONS_PATH, COUNT_TOKENS_PATH, MESSAGES_PATH, RESPONSES_PATH, isAnthropicPath } from './routes.js';
 
 /**
@@ -79,7 +80,7 @@ export function passthroughRoutes(settings: PassthroughSettings, log: Logger): R
     if (!isProxyPath(req.path, req.app) || !anthropicRequest || !settings.anthropicUrl) return next();
     const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : requestBytes(req);
     const key = settings.anthropicKey;
-    await forwardRequest(req, res, body, { url: settings.anthropicUrl, api: 'anthropic', ...(key ? { key } : {}), timeoutMs: settings.timeoutMs }, log);
+    await forwardRequest(req, res, body, { url: settings.anthropicUrl, route: 'whole-path', keyHeader: 'x-api-key', ...(key ? { key } : {}), timeoutMs: settings.timeoutMs }, log);
   });
   anthropic.use(anthropicErrorHandler(log));
   router.use(anthropic);
@@ -87,7 +88,7 @@ export function passthroughRoutes(settings: PassthroughSettings, log: Logger): R
     // Without an upstream there is nothing to pass to: unknown paths get toolrouter's own 404.
     if (!isProxyPath(req.path, req.app) || !settings.upstreamUrl) return next();
     const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : requestBytes(req);
-    await forwardRequest(req, res, body, { url: settings.upstreamUrl, api: 'passthrough', key: settings.upstreamKey, timeoutMs: settings.timeoutMs }, log);
+    await forwardRequest(req, res, body, { url: settings.upstreamUrl, route: 'below-v1', keyHeader: 'authorization', key: settings.upstreamKey, timeoutMs: settings.timeoutMs }, log);
   });
   router.use(openAiErrorHandler(log));
   return router;

@@ -4,33 +4,39 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { Metrics } from '../metrics.js';
 import { IndexNotReadyError, type SearchService } from '../search/search.js';
-import { OpenAiError, anthropicErrorHandler, invalidRequest, openAiErrorHandler } from './errors.js';
-import { forwardRequest, type UpstreamSettings } from './proxy.js';
-import { parseAnthropicRequest } from './anthropic-request.js';
-import { parseChatRequest } from './request.js';
-import { parseResponsesRequest } from './responses.js';
-import { ToolRewriter, type Rewrite, type RewriteOptions } from './rewriter.js';
-import { forwardWithSearch } from './search-rounds.js';
-import { CLIENT_TOOL_SEARCH, searchToolDefinition, searchToolName } from './search-tool.js';
-import { deferredBody, nativeMode, readNativeHeader } from './native.js';
-import { StickySelections, type ConversationKeys } from './sticky.js';
-import { anthropicShape, chatShape, responsesShape, type AnswerReader, type ConversationShape } from './answers.js';
-import { ToolIndexCache } from './tool-index-cache.js';
-import { parseJsonObject, type Api, type RequestTool, type ToolRequest } from './tool-request.js';
-import { ChatFeedback, conversationSteps } from './feedback-capture.js';
+import { ToolrouterError } from '../errors.js';
+import { anthropicDialect } from './anthropic/dialect.js';
+import type { Dialect } from './core/dialect.js';
+import { invalidRequest } from './core/errors.js';
+import { openAiErrorHandler } from './openai/errors.js';
+import { chatDialect } from './openai-chat/dialect.js';
+import { responsesDialect } from './openai-responses/dialect.js';
+import { forwardRequest, type UpstreamSettings } from './core/proxy.js';
+import { ToolRewriter, type Rewrite, type RewriteOptions } from './core/rewriter.js';
+import { forwardWithSearch } from './core/search-rounds.js';
+import { searchToolDefinition, searchToolName } from './core/search-tool.js';
+import { deferredBody, nativeMode, readNativeHeader } from './core/native.js';
+import { StickySelections, type ConversationKeys } from './core/sticky.js';
+import type { AnswerReader } from './core/answers.js';
+import { ToolIndexCache } from './core/tool-index-cache.js';
+import { parseJsonObject, type Api, type RequestTool, type ToolRequest } from './core/tool-request.js';
+import { ChatFeedback } from './core/feedback-capture.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { accessOf } from '../http/auth.js';
 import type { LimitsSettings } from '../catalog/settings.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { ChatSettings } from './settings.js';
 import { llmSpan } from '../telemetry/spans.js';
-import { countToolTokens, TOKENS_HEADER, tokensHeader, type TokenFace } from '../telemetry/token-accounting.js';
+import { countToolTokens, TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
 
-export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
-export const RESPONSES_PATH = '/v1/responses';
+/** The APIs the chat face speaks, each behind its Dialect: everything that differs between them is there. */
+export const DIALECTS: Readonly<Record<Api, Dialect>> = { chat: chatDialect, responses: responsesDialect, anthropic: anthropicDialect };
+
+export const CHAT_COMPLETIONS_PATH = chatDialect.path;
+export const RESPONSES_PATH = responsesDialect.path;
 export const REWRITE_PATH = '/v1/tools/rewrite';
-export const MESSAGES_PATH = '/v1/messages';
-export const COUNT_TOKENS_PATH = '/v1/messages/count_tokens';
+export const MESSAGES_PATH = anthropicDialect.path;
+export const COUNT_TOKENS_PATH = anthropicDialect.countTokensPath!;
 /** Routes that read their body raw (see createApp): forwarded byte for byte, and malformed JSON answered in the face's shape. */
 export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, RESPONSES_PATH, REWRITE_PATH, MESSAGES_PATH, COUNT_TOKENS_PATH];
 
@@ -39,12 +45,6 @@ export const isAnthropicPath = (path: string): boolean => path === MESSAGES_PATH
 
 /** Most tools a request may ask to keep through `x-toolrouter-k`. */
 const MAX_K = 1_000;
-
-const PARSERS: Record<Api, (body: unknown) => ToolRequest> = { chat: parseChatRequest, responses: parseResponsesRequest, anthropic: parseAnthropicRequest };
-const CONVERSATION_SHAPES: Record<Api, ConversationShape> = { chat: chatShape, responses: responsesShape, anthropic: anthropicShape };
-/** The token counters' face label of each API (`messages`: the Anthropic Messages API). */
-const TOKEN_FACE: Record<Api, TokenFace> = { chat: 'chat', responses: 'responses', anthropic: 'messages' };
-const WHAT: Record<Api, string> = { chat: 'chat completion request', responses: 'Responses API request', anthropic: 'Messages API request' };
 
 /** The configuration slices the chat face reads, handed in by the assembly (src/server.ts). */
 export interface ChatConfig {
@@ -58,7 +58,8 @@ export interface ChatConfig {
   limits: Pick<LimitsSettings, 'jsonDepth'>;
 }
 
-export interface ChatDependencies {
+/** What the chat face is built from, handed in by the assembly (src/server.ts). */
+export interface ChatOptions {
   config: ChatConfig;
   catalog: Catalog;
   search: SearchService;
@@ -71,10 +72,11 @@ export interface ChatDependencies {
 }
 
 /**
- * The OpenAI-compatible face: `POST /v1/chat/completions` and `POST /v1/responses` forward requests upstream with their
- * tool list cut to what the conversation needs, and `POST /v1/tools/rewrite` shows that decision without forwarding.
+ * The LLM-API face: each dialect's route (`POST /v1/chat/completions`, `POST /v1/responses`, `POST /v1/messages`)
+ * forwards requests upstream with their tool list cut to what the conversation needs, and `POST /v1/tools/rewrite`
+ * shows that decision without forwarding.
  */
-export function chatRoutes({ config, catalog, search, embedder, log, feedback, metrics }: ChatDependencies): Router {
+export function chatRoutes({ config, catalog, search, embedder, log, feedback, metrics }: ChatOptions): Router {
   const router = Router();
   const chatFeedback = new ChatFeedback(feedback, log);
   const rewriter = new ToolRewriter({
@@ -95,34 +97,32 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
   const sticky = new StickySelections(config.chat.stickyConversations);
 
   /** Where an API's requests go; unset, its routes answer that no upstream is configured. */
-  const upstreamOf = (api: Api): UpstreamSettings => {
-    const anthropic = api === 'anthropic';
+  const upstreamOf = ({ upstream }: Dialect): UpstreamSettings => {
+    const anthropic = upstream.setting === 'anthropic';
     const url = anthropic ? config.upstreamAnthropicUrl : config.upstreamLlmUrl;
     if (!url) {
       const setting = anthropic ? 'UPSTREAM_ANTHROPIC_URL (or upstreamAnthropicUrl' : 'UPSTREAM_LLM_URL (or upstreamLlmUrl';
-      throw new OpenAiError(
-        503,
-        `No upstream ${anthropic ? 'Anthropic API' : 'LLM'} is configured: set ${setting} in the config file). POST /v1/tools/rewrite works without one.`,
-        'api_error',
-        null,
+      throw new ToolrouterError(
         'upstream_not_configured',
+        `No upstream ${anthropic ? 'Anthropic API' : 'LLM'} is configured: set ${setting} in the config file). POST /v1/tools/rewrite works without one.`,
       );
     }
     const key = anthropic ? config.chat.anthropicUpstreamKey : config.chat.upstreamKey;
-    return { url, api, ...(key === undefined ? {} : { key }), timeoutMs: config.chat.timeoutMs };
+    return { url, route: upstream.route, keyHeader: upstream.keyHeader, ...(key === undefined ? {} : { key }), timeoutMs: config.chat.timeoutMs };
   };
 
   /**
    * One proxied request, whichever API: its tools rewritten, forwarded (with the search round when it lost tools), and
    * the turn filed for sticky selection. One function, so whatever wraps a proxy round (spans, accounting) wraps it.
    */
-  const proxy = (api: Api) => async (req: Request, res: Response) => {
-    const upstream = upstreamOf(api);
-    const request = readRequest(req, api, config.limits.jsonDepth);
+  const proxy = (dialect: Dialect) => async (req: Request, res: Response) => {
+    const { api } = dialect;
+    const upstream = upstreamOf(dialect);
+    const request = readRequest(req, dialect, config.limits.jsonDepth);
     const access = accessOf(res);
-    const { rewrite, searchTool, keys, native } = await prepare(req, res, request);
+    const { rewrite, searchTool, keys, native } = await prepare(req, res, dialect, request);
     const { body, decision } = rewrite;
-    chatFeedback.observe(conversationSteps(request), decision, access.scope);
+    chatFeedback.observe(dialect.conversationSteps(request), decision, access.scope);
     const labels = { mode: decision.mode };
     metrics?.chatToolsKept.inc(labels, decision.kept.length);
     metrics?.chatToolsDropped.inc(labels, decision.dropped.length);
@@ -132,12 +132,11 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     res.setHeader(TOKENS_HEADER, tokensHeader(decision.tokens.after, decision.tokens.before));
     if (native) res.setHeader('x-toolrouter-native', 'on');
     const kept = decision.kept.map((tool) => tool.name);
-    // What the caller is answered identifies the conversation's next turn (src/chat/sticky.ts).
-    const shape = CONVERSATION_SHAPES[api];
+    // What the caller is answered identifies the conversation's next turn (src/chat/core/sticky.ts).
     let answer: AnswerReader | undefined;
-    const observe = (reply: globalThis.Response) => (answer = shape.reader(reply));
+    const observe = (reply: globalThis.Response) => (answer = dialect.answers.reader(reply));
     if (body === undefined || searchTool === undefined) {
-      countToolTokens(metrics, TOKEN_FACE[api], access, { offered: decision.tokens.before, forwarded: decision.tokens.after });
+      countToolTokens(metrics, dialect.tokenFace, access, { offered: decision.tokens.before, forwarded: decision.tokens.after });
       // Unchanged requests go upstream as the very bytes the caller sent.
       const sent = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
       await llmSpan({ api, model: request.body.model, url: upstream.url }, () => forwardRequest(req, res, sent, upstream, log, { observe }));
@@ -146,6 +145,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       return;
     }
     const result = await forwardWithSearch({
+      dialect,
       req,
       res,
       request,
@@ -168,7 +168,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       log,
       observe,
     });
-    countToolTokens(metrics, TOKEN_FACE[api], access, { offered: decision.tokens.before, forwarded: result.tokens });
+    countToolTokens(metrics, dialect.tokenFace, access, { offered: decision.tokens.before, forwarded: result.tokens });
     const reply = answer as AnswerReader | undefined;
     sticky.set(keys, result.forwarded, reply?.finish(), reply?.responseId ?? result.responseId);
   };
@@ -182,12 +182,13 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
   const prepare = async (
     req: Request,
     res: Response,
+    dialect: Dialect,
     request: ToolRequest,
   ): Promise<{ rewrite: Rewrite; searchTool?: string; keys: ConversationKeys; native: boolean }> => {
     const access = accessOf(res);
-    const options = rewriteOptions(req, res, config.chat.k);
+    const options = rewriteOptions(req, res, dialect, config.chat.k);
     const nativeHeader = readNativeHeader(req);
-    const keys = sticky.keys(request, CONVERSATION_SHAPES[request.api], access.scope);
+    const keys = sticky.keys(request, dialect.answers, access.scope);
     const n = request.body.n;
     // The search tool needs a turn it can read (one choice), a model allowed to call tools, and a key allowed to search.
     const toolChoice = request.body.tool_choice;
@@ -207,7 +208,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
         abstain: searchable,
       });
     } catch (error) {
-      if (error instanceof OpenAiError || !config.chat.failOpen) throw error;
+      // The caller's own mistakes are answered, never failed open.
+      if ((error instanceof ToolrouterError && error.code === 'invalid_request') || !config.chat.failOpen) throw error;
       log.warn({ err: error, api: request.api }, 'ranking the tools failed; forwarding them unranked (chat.failOpen)');
       metrics?.chatFailOpen.inc({ api: request.api });
       res.setHeader('x-toolrouter-fail-open', error instanceof IndexNotReadyError ? 'index_not_ready' : 'search_failed');
@@ -216,37 +218,39 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     // Only a request that lost tools needs a way back to them.
     const trimmed = rewrite.body !== undefined && rewrite.decision.mode === 'request' && rewrite.decision.dropped.length > 0;
     const withSearch = searchable && trimmed;
-    const native = withSearch && nativeMode(nativeHeader, request, config.chat);
-    const name = native && request.api === 'responses' ? CLIENT_TOOL_SEARCH : searchToolName(request.tools, config.chat.searchToolName);
+    const native = withSearch && nativeMode(nativeHeader, dialect, request, config.chat);
+    const name = (native ? dialect.native?.searchToolName : undefined) ?? searchToolName(request.tools, config.chat.searchToolName);
     return { rewrite, keys, native, ...(withSearch ? { searchTool: name } : {}) };
   };
-  router.post(CHAT_COMPLETIONS_PATH, rawBody, proxy('chat'));
-  router.post(RESPONSES_PATH, rawBody, proxy('responses'));
-
-  /** Anthropic's Messages API: errors in Anthropic's shape, from this router's own handler. */
-  const anthropic = Router();
-  anthropic.post(MESSAGES_PATH, rawBody, proxy('anthropic'));
-  anthropic.post(COUNT_TOKENS_PATH, rawBody, async (req, res) => {
-    // Counted as it would be sent: the same rewrite (and search tool) as /v1/messages, without the search round.
-    const upstream = upstreamOf('anthropic');
-    const request = readRequest(req, 'anthropic', config.limits.jsonDepth);
-    const { rewrite, searchTool, native } = await prepare(req, res, request);
+  /** Token counting as the upstream would count the request sent: the same rewrite (and search tool), no search round. */
+  const countTokens = (dialect: Dialect) => async (req: Request, res: Response) => {
+    const upstream = upstreamOf(dialect);
+    const request = readRequest(req, dialect, config.limits.jsonDepth);
+    const { rewrite, searchTool, native } = await prepare(req, res, dialect, request);
     const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
     if (native) res.setHeader('x-toolrouter-native', 'on');
-    const sent = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, 'anthropic', searchTool, request.tools) : body;
+    const sent = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, dialect, searchTool, request.tools) : body;
     await forwardRequest(req, res, sent === undefined ? rawBytes(req, request) : JSON.stringify(sent), upstream, log);
-  });
-  anthropic.use(anthropicErrorHandler(log));
-  router.use(anthropic);
+  };
+
+  // Each API's routes, with errors in that API's shape from the dialect's own handler.
+  for (const dialect of Object.values(DIALECTS)) {
+    const routes = Router();
+    routes.post(dialect.path, rawBody, proxy(dialect));
+    if (dialect.countTokensPath) routes.post(dialect.countTokensPath, rawBody, countTokens(dialect));
+    routes.use(dialect.errorHandler(log));
+    router.use(routes);
+  }
 
   router.post(REWRITE_PATH, rawBody, async (req, res) => {
     const parsed = Buffer.isBuffer(req.body) ? parseJsonObject(req.body, 'chat completion or Responses API request', config.limits.jsonDepth) : req.body;
-    const request = PARSERS[rewriteApi(parsed)](parsed);
-    const { rewrite, searchTool, native } = await prepare(req, res, request);
+    const dialect = DIALECTS[rewriteApi(parsed)];
+    const request = dialect.parse(parsed);
+    const { rewrite, searchTool, native } = await prepare(req, res, dialect, request);
     const { body, decision } = rewrite;
     res.setHeader('x-toolrouter-tools', `${decision.kept.length}/${decision.total}`);
-    const forwarded = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, request.api, searchTool, request.tools) : (body ?? request.body);
+    const forwarded = body && searchTool ? withSearchTool(native ? deferredBody(request, body) : body, dialect, searchTool, request.tools) : (body ?? request.body);
     res.json({ request: forwarded, decision: { ...decision, ...(searchTool ? { searchTool } : {}), ...(native ? { native } : {}) } });
   });
 
@@ -271,13 +275,13 @@ export function rewriteApi(body: unknown): Api {
 }
 
 /** The body arrives raw (Buffer); if an app-level JSON parser got to it first, its parsed form is used instead. */
-function readRequest(req: Request, api: Api, maxDepth: number): ToolRequest {
-  return PARSERS[api](Buffer.isBuffer(req.body) ? parseJsonObject(req.body, WHAT[api], maxDepth) : req.body);
+function readRequest(req: Request, dialect: Dialect, maxDepth: number): ToolRequest {
+  return dialect.parse(Buffer.isBuffer(req.body) ? parseJsonObject(req.body, dialect.requestName, maxDepth) : req.body);
 }
 
 /** The body with the proxy's search tool at the end of its tools. */
-function withSearchTool(body: Record<string, unknown>, api: Api, name: string, tools: readonly RequestTool[]): Record<string, unknown> {
-  return { ...body, tools: [...((body.tools as unknown[] | undefined) ?? []), searchToolDefinition(api, name, tools)] };
+function withSearchTool(body: Record<string, unknown>, dialect: Dialect, name: string, tools: readonly RequestTool[]): Record<string, unknown> {
+  return { ...body, tools: [...((body.tools as unknown[] | undefined) ?? []), searchToolDefinition(dialect, name, tools)] };
 }
 
 function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {
@@ -285,7 +289,7 @@ function rawBytes(req: Request, request: ToolRequest): Uint8Array | string {
 }
 
 /** `x-toolrouter-k: <n>` overrides k; `x-toolrouter-catalog: true` ranks the router's catalog instead of the request's tools. */
-function rewriteOptions(req: Request, res: Response, defaultK: number): RewriteOptions {
+function rewriteOptions(req: Request, res: Response, dialect: Dialect, defaultK: number): RewriteOptions {
   const kHeader = req.get('x-toolrouter-k');
   let k = defaultK;
   if (kHeader !== undefined) {
@@ -298,5 +302,5 @@ function rewriteOptions(req: Request, res: Response, defaultK: number): RewriteO
   if (catalogHeader !== undefined && !['true', 'false', '1', '0', ''].includes(catalogHeader)) {
     throw invalidRequest(`Header x-toolrouter-catalog must be true or false, got "${catalogHeader}".`, 'x-toolrouter-catalog', 'invalid_header');
   }
-  return { k, useCatalog: catalogHeader === 'true' || catalogHeader === '1', access: accessOf(res) };
+  return { k, useCatalog: catalogHeader === 'true' || catalogHeader === '1', access: accessOf(res), renderTool: (tool) => dialect.renderTool(tool) };
 }

@@ -34,6 +34,12 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
     'src/mcp/server/server.ts': "import { gateway } from '../gateway/gateway.js';\nexport const server = gateway;\n",
     'src/mcp/upstream/connection.ts': 'export const connection = 1;\n',
     'src/mcp/upstream/upward.ts': "import { server } from '../server/server.js';\nexport const upward = server;\n",
+    // Inside the chat face: the core imports no dialect; a dialect imports the core and its shared folder, no other dialect.
+    'src/chat/core/dialect.ts': 'export interface Dialect { api: string }\n',
+    'src/chat/core/rewriter.ts': "import type { Dialect } from './dialect.js';\nimport { tools } from '../openai/tools.js';\nexport const rewriter = (d: Dialect) => d.api + tools;\n",
+    'src/chat/openai/tools.ts': 'export const tools = 1;\n',
+    'src/chat/openai-chat/dialect.ts': "import type { Dialect } from '../core/dialect.js';\nimport { tools } from '../openai/tools.js';\nexport const chat: Dialect = { api: 'chat' + tools };\n",
+    'src/chat/anthropic/dialect.ts': "import type { Dialect } from '../core/dialect.js';\nimport { tools } from '../openai/tools.js';\nexport const anthropic: Dialect = { api: 'anthropic' + tools };\n",
     // Import cycles are refused, a cycle closed by a type import only too.
     'src/search/a.ts': "import { b } from './b.js';\nexport const a = 1;\nexport const ab = () => b;\n",
     'src/search/b.ts': "import { a } from './a.js';\nexport const b = a;\n",
@@ -79,6 +85,13 @@ describe('layering rule (.dependency-cruiser.cjs)', () => {
     assert.deepEqual(refused('src/mcp/upstream/upward.ts', 'src/mcp/server/server.ts'), ['mcp-upstream-imports-upward']);
     assert.deepEqual(refused('src/mcp/server/server.ts', 'src/mcp/gateway/gateway.ts'), []);
     assert.deepEqual(refused('src/mcp/gateway/gateway.ts', 'src/mcp/upstream/connection.ts'), []);
+  });
+
+  it('keeps the chat core provider-free and the chat dialects apart', () => {
+    assert.deepEqual(refused('src/chat/core/rewriter.ts', 'src/chat/openai/tools.ts'), ['chat-core-imports-a-dialect']);
+    assert.deepEqual(refused('src/chat/anthropic/dialect.ts', 'src/chat/openai/tools.ts'), ['chat-dialect-imports-another-dialect']);
+    assert.deepEqual(refused('src/chat/openai-chat/dialect.ts', 'src/chat/openai/tools.ts'), []);
+    assert.deepEqual(refused('src/chat/openai-chat/dialect.ts', 'src/chat/core/dialect.ts'), []);
   });
 
   it('refuses import cycles, those closed by a type import only too', () => {

@@ -10,8 +10,10 @@ import { abstentionSplit, atThreshold, auc, fitModel, serverUnits, thresholdKeep
 import { loadCatalogSources, loadQueries } from '../../src/eval/datasets.js';
 import { DEFAULT_CALIBRATION, type RelevanceFeatures } from '../../src/search/calibration.js';
 import { describeCoverage } from '../../src/search/coverage.js';
-import { searchToolDefinition } from '../../src/chat/search-tool.js';
-import type { RequestTool } from '../../src/chat/tool-request.js';
+import { searchToolDefinition } from '../../src/chat/core/search-tool.js';
+import { chatDialect } from '../../src/chat/openai-chat/dialect.js';
+import { responsesDialect } from '../../src/chat/openai-responses/dialect.js';
+import type { RequestTool } from '../../src/chat/core/tool-request.js';
 import { countTokens } from 'gpt-tokenizer';
 import { createFixedSearch, type FixedSearch } from '../../src/search/fixed.js';
 import { DEFAULT_SEARCH_SETTINGS, SearchService } from '../../src/search/search.js';
@@ -140,11 +142,11 @@ describe('abstention split and its metrics', () => {
 describe('coverage text', () => {
   it("the chat proxy's search tool names the request's servers and their tool counts", () => {
     const tool = (name: string) => ({ definition: { type: 'function', function: { name } }, function: { name, parameters: { type: 'object' } } }) as RequestTool;
-    const definition = searchToolDefinition('chat', 'find_tools', [tool('github__create_issue'), tool('github__list_prs'), tool('slack__post')]) as {
+    const definition = searchToolDefinition(chatDialect, 'find_tools', [tool('github__create_issue'), tool('github__list_prs'), tool('slack__post')]) as {
       function: { description: string };
     };
     assert.match(definition.function.description, /Searches 3 tools of 2 servers:\n- github \(2\)\n- slack \(1\)$/);
-    const bare = searchToolDefinition('responses', 'find_tools') as { description: string };
+    const bare = searchToolDefinition(responsesDialect, 'find_tools') as { description: string };
     assert.doesNotMatch(bare.description, /Searches/);
   });
 

@@ -1,17 +1,23 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateTools } from '../../src/catalog/validate.js';
-import { chatCompletionsUrl, upstreamUrl } from '../../src/chat/proxy.js';
-import { contentText, conversationQuery } from '../../src/chat/query.js';
-import { parseChatRequest } from '../../src/chat/request.js';
-import { parseAnthropicRequest } from '../../src/chat/anthropic-request.js';
-import { conversationSteps } from '../../src/chat/feedback-capture.js';
-import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/rewrite.js';
-import { searchToolName } from '../../src/chat/search-tool.js';
-import { StickySelections } from '../../src/chat/sticky.js';
-import { chatShape, responsesShape } from '../../src/chat/answers.js';
-import { parseResponsesRequest } from '../../src/chat/responses.js';
-import { indexableTool, openAiFunctionTool } from '../../src/chat/tools.js';
+import { upstreamUrl } from '../../src/chat/core/proxy.js';
+import { anthropicDialect } from '../../src/chat/anthropic/dialect.js';
+import { chatDialect } from '../../src/chat/openai-chat/dialect.js';
+
+const chatCompletionsUrl = (base: string, incomingUrl: string) => upstreamUrl(base, chatDialect.upstream.route, incomingUrl);
+import { contentText, conversationQuery } from '../../src/chat/core/query.js';
+import { parseChatRequest } from '../../src/chat/openai-chat/request.js';
+import { parseAnthropicRequest } from '../../src/chat/anthropic/request.js';
+import { anthropicSteps } from '../../src/chat/anthropic/request.js';
+import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/core/select.js';
+import { searchToolName } from '../../src/chat/core/search-tool.js';
+import { StickySelections } from '../../src/chat/core/sticky.js';
+import { chatShape } from '../../src/chat/openai-chat/answers.js';
+import { responsesShape } from '../../src/chat/openai-responses/answers.js';
+import { parseResponsesRequest } from '../../src/chat/openai-responses/request.js';
+import { indexableTool } from '../../src/chat/core/tools.js';
+import { openAiFunctionTool } from '../../src/chat/openai/tools.js';
 
 const user = (content: unknown) => ({ role: 'user', content });
 const fn = (name: string) => ({ type: 'function', function: { name, parameters: { type: 'object' } } });
@@ -233,7 +239,7 @@ describe('Anthropic requests', () => {
     assert.deepEqual([...requiredTools(request, []).entries()], [['mail', 'tool_choice'], ['weather', 'tool_result']]);
     assert.equal(conversationQuery(request.turns, 1_000).split('\n')[0], 'And Lisbon?');
     assert.equal(request.history.length, 4, 'the system prompt is part of the history');
-    const steps = conversationSteps(request);
+    const steps = anthropicSteps(request);
     assert.deepEqual(steps.map((step) => step.role), ['system', 'user', 'assistant', 'user']);
     assert.deepEqual(steps[2]!.calls, [{ id: 'toolu_1', name: 'weather' }]);
     assert.equal(steps[3]!.ref, 'toolu_1');
@@ -252,8 +258,8 @@ describe('Anthropic requests', () => {
   });
 
   it("goes to the caller's own path under the Anthropic base URL, with or without /v1 in it", () => {
-    assert.equal(upstreamUrl('https://api.anthropic.com', 'anthropic', '/v1/messages?beta=true'), 'https://api.anthropic.com/v1/messages?beta=true');
-    assert.equal(upstreamUrl('https://gateway.example/anthropic/v1/', 'anthropic', '/v1/messages/count_tokens'), 'https://gateway.example/anthropic/v1/messages/count_tokens');
+    assert.equal(upstreamUrl('https://api.anthropic.com', anthropicDialect.upstream.route, '/v1/messages?beta=true'), 'https://api.anthropic.com/v1/messages?beta=true');
+    assert.equal(upstreamUrl('https://gateway.example/anthropic/v1/', anthropicDialect.upstream.route, '/v1/messages/count_tokens'), 'https://gateway.example/anthropic/v1/messages/count_tokens');
   });
 
   it('refuses a custom tool without an input_schema, naming it', () => {

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { anthropicShape, chatShape, responsesShape, type ConversationShape } from '../../src/chat/answers.js';
-import { searchTurnReader } from '../../src/chat/search-tool.js';
-import { SseJsonReader, type JsonEvent } from '../../src/chat/sse.js';
+import type { ConversationShape } from '../../src/chat/core/answers.js';
+import { anthropicShape } from '../../src/chat/anthropic/answers.js';
+import { anthropicSearchTurnReader } from '../../src/chat/anthropic/search-turn.js';
+import { chatShape } from '../../src/chat/openai-chat/answers.js';
+import { chatSearchTurnReader } from '../../src/chat/openai-chat/search-turn.js';
+import { responsesShape } from '../../src/chat/openai-responses/answers.js';
+import { SseJsonReader, type JsonEvent } from '../../src/chat/core/sse.js';
 import { message, messageEvents, toolUse } from '../helpers/stand-in-anthropic.js';
 import { completion, responseObject, responsesEventStream, textChunks, toolCallChunks, toolCallCompletion } from '../helpers/stand-in-llm.js';
 
@@ -60,7 +64,7 @@ describe('SSE reading (eventsource-parser), one byte at a time', () => {
 
   it('rebuilds a streamed Anthropic search turn whole, its tool input from JSON deltas', () => {
     const full = message([{ type: 'text', text: 'Looking for a tool.' }, toolUse('toolu_s', 'search_tools', { query: 'weather in Lisbon' })]);
-    const reader = searchTurnReader('anthropic', 'search_tools', sseReply())!;
+    const reader = anthropicSearchTurnReader('search_tools', sseReply())!;
     for (const chunk of bytewise(messageEvents(full).join(''))) reader.push(chunk);
     const turn = reader.finish();
     assert.deepEqual(turn?.calls, [{ callId: 'toolu_s', arguments: JSON.stringify({ query: 'weather in Lisbon' }) }]);
@@ -68,10 +72,10 @@ describe('SSE reading (eventsource-parser), one byte at a time', () => {
   });
 
   it('passes a streamed turn as soon as it shows it is not a search, however it is cut', () => {
-    const reader = searchTurnReader('chat', 'search_tools', sseReply())!;
+    const reader = chatSearchTurnReader('search_tools', sseReply())!;
     const verdicts = bytewise(textChunks('Hi there').join('')).map((chunk) => reader.push(chunk));
     assert.ok(verdicts.includes('pass'));
-    const searching = searchTurnReader('chat', 'search_tools', sseReply())!;
+    const searching = chatSearchTurnReader('search_tools', sseReply())!;
     assert.ok(bytewise(toolCallChunks('c', 'search_tools', { query: 'x' }).join('')).every((chunk) => searching.push(chunk) === 'hold'));
     assert.equal(searching.finish()?.calls[0]?.callId, 'c');
   });

@@ -3,9 +3,11 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { countTokens } from 'gpt-tokenizer';
 import type { Tool } from '../../src/catalog/types.js';
-import { upstreamUrl } from '../../src/chat/proxy.js';
-import { parseResponsesRequest } from '../../src/chat/responses.js';
-import { requiredTools } from '../../src/chat/rewrite.js';
+import { upstreamUrl } from '../../src/chat/core/proxy.js';
+import { chatDialect } from '../../src/chat/openai-chat/dialect.js';
+import { responsesDialect } from '../../src/chat/openai-responses/dialect.js';
+import { parseResponsesRequest } from '../../src/chat/openai-responses/request.js';
+import { requiredTools } from '../../src/chat/core/select.js';
 import { rewriteApi } from '../../src/chat/routes.js';
 import { decideActivation } from '../../src/search/activation.js';
 import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';
@@ -398,10 +400,10 @@ describe('responses parsing and shared rules', () => {
   });
 
   it('builds the upstream URL for either API from one base', () => {
-    assert.equal(upstreamUrl('https://api.example.com/v1', 'responses', '/v1/responses'), 'https://api.example.com/v1/responses');
-    assert.equal(upstreamUrl('https://api.example.com/v1/', 'responses', '/v1/responses?x=1'), 'https://api.example.com/v1/responses?x=1');
-    assert.equal(upstreamUrl('https://x.example.com/openai/chat/completions', 'responses', '/v1/responses'), 'https://x.example.com/openai/responses');
-    assert.equal(upstreamUrl('https://x.example.com/openai/responses', 'chat', '/v1/chat/completions'), 'https://x.example.com/openai/chat/completions');
+    assert.equal(upstreamUrl('https://api.example.com/v1', responsesDialect.upstream.route, '/v1/responses'), 'https://api.example.com/v1/responses');
+    assert.equal(upstreamUrl('https://api.example.com/v1/', responsesDialect.upstream.route, '/v1/responses?x=1'), 'https://api.example.com/v1/responses?x=1');
+    assert.equal(upstreamUrl('https://x.example.com/openai/chat/completions', responsesDialect.upstream.route, '/v1/responses'), 'https://x.example.com/openai/responses');
+    assert.equal(upstreamUrl('https://x.example.com/openai/responses', chatDialect.upstream.route, '/v1/chat/completions'), 'https://x.example.com/openai/chat/completions');
   });
 
   it('decides activation by count first and counts tokens only for short lists', () => {

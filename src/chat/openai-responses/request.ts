@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import type { ConversationStep } from '../core/feedback-capture.js';
+import { contentText } from '../core/query.js';
 import {
   addIssues,
   assertUniqueNames,
@@ -9,7 +11,7 @@ import {
   type ToolRequest,
   type ToolUse,
   type Turn,
-} from './tool-request.js';
+} from '../core/tool-request.js';
 
 /**
  * The parts of an OpenAI Responses API request (`POST /v1/responses`) toolrouter reads. As for chat completions,
@@ -167,4 +169,20 @@ function toolChoiceNames(choice: unknown): string[] {
   if (type === 'function' || type === 'custom') return name === undefined ? [] : [name];
   if (type !== 'allowed_tools') return [];
   return (tools ?? []).flatMap((tool) => ((tool.type === 'function' || tool.type === 'custom') && tool.name !== undefined ? [tool.name] : []));
+}
+
+/** The conversation as the chat capture reads it (src/chat/core/feedback-capture.ts): `instructions`, then one step per input item. */
+export function responsesSteps(request: ToolRequest): ConversationStep[] {
+  const body = request.body as { input?: unknown; instructions?: unknown };
+  const steps: ConversationStep[] = [];
+  const step = (role: string, text = '', calls: ConversationStep['calls'] = [], ref = '') => steps.push({ role, text, calls, ref });
+  if (typeof body.instructions === 'string') step('system', contentText(body.instructions));
+  if (typeof body.input === 'string') step('user', contentText(body.input));
+  for (const raw of Array.isArray(body.input) ? body.input : []) {
+    const item = (raw ?? {}) as { type?: string; role?: string; content?: unknown; name?: string; call_id?: string };
+    if (item.type !== undefined && CALL_ITEMS.has(item.type)) step('call', '', item.name ? [{ id: item.call_id ?? '', name: item.name }] : []);
+    else if (item.type !== undefined && OUTPUT_ITEMS.has(item.type)) step('output', '', [], item.call_id ?? '');
+    else step(item.role ?? item.type ?? '', contentText(item.content));
+  }
+  return steps;
 }

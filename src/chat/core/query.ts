@@ -1,4 +1,4 @@
-import { SELECT_PREFIX } from '../search/search.js';
+import { SELECT_PREFIX } from '../../search/search.js';
 import type { Turn } from './tool-request.js';
 
 /** How many recent user turns make the query: the last one says what is wanted now, the two before give context. */

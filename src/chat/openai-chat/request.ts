@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import type { ConversationStep } from '../core/feedback-capture.js';
+import { contentText } from '../core/query.js';
 import {
   addIssues,
   assertUniqueNames,
@@ -8,9 +10,9 @@ import {
   type RequestTool,
   type ToolRequest,
   type ToolUse,
-} from './tool-request.js';
+} from '../core/tool-request.js';
 
-export type { FunctionDefinition, RequestTool } from './tool-request.js';
+export type { FunctionDefinition, RequestTool } from '../core/tool-request.js';
 
 /**
  * The parts of an OpenAI chat-completions request toolrouter reads. Everything else is the upstream's business: unknown
@@ -175,4 +177,17 @@ function toolChoiceNames(choice: unknown): string[] {
         ? (fields.allowed_tools as { tools: Record<string, unknown>[] }).tools.flatMap((tool) => [named(tool.function), named(tool.custom)])
         : [];
   return names.filter((name) => name !== undefined);
+}
+
+/** The conversation as the chat capture reads it (src/chat/core/feedback-capture.ts): one step per message. */
+export function chatSteps(request: ToolRequest): ConversationStep[] {
+  return (request as ChatRequest).messages.map((message) => ({
+    role: message.role,
+    text: contentText(message.content),
+    calls: [
+      ...(message.tool_calls ?? []).map((call) => ({ id: call.id ?? '', name: call.function?.name ?? call.custom?.name ?? '' })),
+      ...(message.function_call ? [{ id: '', name: message.function_call.name }] : []),
+    ].filter((call) => call.name !== ''),
+    ref: message.tool_call_id ?? message.name ?? '',
+  }));
 }

@@ -1,9 +1,9 @@
-import { Access } from '../auth/access.js';
-import type { Catalog, CatalogEntry } from '../catalog/catalog.js';
-import type { Embedder } from '../embedding/embedder.js';
-import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../search/activation.js';
-import { SearchService, type SearchMode } from '../search/search.js';
-import { toolTokens, totalTokens } from '../search/tokens.js';
+import { Access } from '../../auth/access.js';
+import type { Catalog, CatalogEntry } from '../../catalog/catalog.js';
+import type { Embedder } from '../../embedding/embedder.js';
+import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../../search/activation.js';
+import { SearchService, type SearchMode } from '../../search/search.js';
+import { toolTokens, totalTokens } from '../../search/tokens.js';
 import { conversationQuery } from './query.js';
 import {
   capKept,
@@ -16,12 +16,14 @@ import {
   type KeptTool,
   type RuleReason,
   type UnchangedReason,
-} from './rewrite.js';
+} from './select.js';
 import type { FunctionTool, ToolIndex, ToolIndexCache } from './tool-index-cache.js';
 import type { Api, RequestTool, ToolRequest } from './tool-request.js';
-import { catalogFunctionTool } from './tools.js';
+import type { Tool } from '../../catalog/types.js';
 
 export interface RewriteOptions {
+  /** A catalog (MCP) tool in the request's API format, for catalog mode (the request's dialect: Dialect.renderTool). */
+  renderTool: (tool: Tool) => object;
   /** Ranked tools to keep; rule-kept tools come on top. */
   k: number;
   /** Rank the router's own catalog instead of the request's tools. */
@@ -41,7 +43,7 @@ export interface RewriteOptions {
 }
 
 export interface Decision {
-  /** The API the request came in: `chat` (/v1/chat/completions) or `responses` (/v1/responses). */
+  /** The API the request came in: `chat` (/v1/chat/completions), `responses` (/v1/responses), `anthropic` (/v1/messages). */
   api: Api;
   mode: 'request' | 'catalog';
   k: number;
@@ -70,7 +72,8 @@ export interface Rewrite {
   decision: Decision;
 }
 
-export interface ToolRewriterDeps {
+/** What a ToolRewriter ranks with, handed in by the chat routes. */
+export interface ToolRewriterOptions {
   /**
    * The router's catalog and search: catalog mode searches it, and its current defaults (weights and fusion as the
    * console may have applied them) rank request tools too.
@@ -85,8 +88,8 @@ export interface ToolRewriterDeps {
 }
 
 /**
- * Decides which tools a request forwards, for chat completions and the Responses API alike (each parser turns its
- * format into a ToolRequest), ranking with the same hybrid search as the rest of the router.
+ * Decides which tools a request forwards, whatever API it came in (each dialect's parser turns its format into a
+ * ToolRequest), ranking with the same hybrid search as the rest of the router.
  */
 export class ToolRewriter {
   private readonly mode: SearchMode;
@@ -96,16 +99,16 @@ export class ToolRewriter {
    */
   private readonly activation: ActivationPolicy;
 
-  constructor(private readonly deps: ToolRewriterDeps) {
+  constructor(private readonly options: ToolRewriterOptions) {
     // Regex mode reads the query as a pattern; a conversation is prose.
-    this.mode = deps.search.settings.mode === 'regex' ? 'hybrid' : deps.search.settings.mode;
-    this.activation = new ActivationPolicy('auto', deps.activation);
+    this.mode = options.search.settings.mode === 'regex' ? 'hybrid' : options.search.settings.mode;
+    this.activation = new ActivationPolicy('auto', options.activation);
   }
 
   async rewrite(request: ToolRequest, options: RewriteOptions): Promise<Rewrite> {
     const access = options.access ?? Access.open;
     const rewrite = options.useCatalog
-      ? await this.fromCatalog(request, options.k, access)
+      ? await this.fromCatalog(request, options.k, access, options.renderTool)
       : await this.fromRequest(request, options.k, access.scope, options.sticky ?? [], options.abstain ?? false);
     return this.cap(request, rewrite, options.maxTools);
   }
@@ -115,9 +118,9 @@ export class ToolRewriter {
    * gets every tool rather than none, still within maxTools.
    */
   unranked(request: ToolRequest, options: RewriteOptions): Rewrite {
-    const required = requiredTools(request, this.deps.search.settings.pinned);
+    const required = requiredTools(request, this.options.search.settings.pinned);
     const functions = request.tools.filter((tool) => tool.function !== undefined).length;
-    const activation = decideActivation('auto', this.deps.activation, functions, () => totalTokens(request.tools.map((tool) => tool.definition)));
+    const activation = decideActivation('auto', this.options.activation, functions, () => totalTokens(request.tools.map((tool) => tool.definition)));
     return this.cap(request, this.unchanged(request, options.k, required, 'search_unavailable', '', undefined, activation), options.maxTools);
   }
 
@@ -129,20 +132,20 @@ export class ToolRewriter {
    */
   async findRequestTools(request: ToolRequest, query: string, topK: number, exclude: ReadonlySet<string>, access: Access): Promise<RequestTool[]> {
     const functions = request.tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
-    const { catalog } = this.deps;
+    const { catalog } = this.options;
     const visible = (name: string) => {
       if (!access.restricted) return true;
       const entry = catalog.get(name);
       return entry === undefined || access.canSee(entry);
     };
-    const { index } = await this.deps.cache.get(functions);
+    const { index } = await this.options.cache.get(functions);
     const { results } = await this.requestSearch(index, topK, exclude.size).search({
       query,
       topK,
       mode: this.mode,
       visible: (entry) => !exclude.has(entry.tool.name) && visible(entry.tool.name),
       feedbackScope: access.scope,
-      minScore: this.deps.search.settings.minScore ?? 0,
+      minScore: this.options.search.settings.minScore ?? 0,
     });
     const byName = new Map(functions.map((tool) => [tool.function.name, tool]));
     return results.flatMap((hit) => {
@@ -153,12 +156,12 @@ export class ToolRewriter {
 
   /** Search over one request's tool index with the router's current defaults. */
   private requestSearch(index: ToolIndex, k: number, excluded: number): SearchService {
-    const settings = this.deps.search.settings;
-    const { feedback, metrics } = this.deps.search;
+    const settings = this.options.search.settings;
+    const { feedback, metrics } = this.options.search;
     return new SearchService({
       catalog: index.catalog,
       indexes: index.indexes,
-      embedder: this.deps.embedder,
+      embedder: this.options.embedder,
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
       ...(feedback ? { feedback } : {}),
       ...(metrics ? { metrics } : {}),
@@ -207,7 +210,7 @@ export class ToolRewriter {
     };
   }
 
-  /** At most `max` tools forwarded, whatever kept them (src/chat/rewrite.ts capKept says which go first). */
+  /** At most `max` tools forwarded, whatever kept them (src/chat/core/select.ts capKept says which go first). */
   private cap(request: ToolRequest, rewrite: Rewrite, max = Number.POSITIVE_INFINITY): Rewrite {
     const { decision } = rewrite;
     const definitions = rewrite.body ? ((rewrite.body.tools as unknown[] | undefined) ?? []) : request.tools.map((tool) => tool.definition);
@@ -229,24 +232,24 @@ export class ToolRewriter {
 
   private async fromRequest(request: ToolRequest, k: number, scope: string | undefined, earlier: readonly string[], abstain: boolean): Promise<Rewrite> {
     const { tools } = request;
-    const settings = this.deps.search.settings;
+    const settings = this.options.search.settings;
     const required = requiredTools(request, settings.pinned);
     const functions = tools.filter((tool): tool is FunctionTool => tool.function !== undefined);
     const requiredHere = functions.filter((tool) => required.has(tool.function.name)).length;
     const functionNames = new Set(functions.map((tool) => tool.function.name));
     const sticky = new Set(earlier.filter((name) => functionNames.has(name) && !required.has(name)));
     // Token counts are memoised per definition (src/search/tokens.ts), and only lists within maxTools are counted.
-    const activation = decideActivation('auto', this.deps.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
+    const activation = decideActivation('auto', this.options.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
     const unchanged = (reason: UnchangedReason, query = '', cache?: 'hit' | 'miss'): Rewrite =>
       this.unchanged(request, k, required, reason, query, cache, activation);
     // A small list costs less than a search would save: the model sees it whole.
     if (!activation.active) return unchanged('below_threshold');
     // Nothing could be dropped: forwarded as is, without indexing anything.
     if (functions.length - requiredHere - sticky.size <= k) return unchanged('within_k');
-    const query = conversationQuery(request.turns, this.deps.maxQueryLength);
+    const query = conversationQuery(request.turns, this.options.maxQueryLength);
     if (query === '') return unchanged('no_query');
 
-    const { index, hit } = await this.deps.cache.get(functions);
+    const { index, hit } = await this.options.cache.get(functions);
     const ranked = await this.requestSearch(index, k, requiredHere + sticky.size).search({
       query,
       topK: k,
@@ -305,20 +308,20 @@ export class ToolRewriter {
    * request's own functions together are below the activation threshold, nothing is trimmed: the request keeps its
    * tools and gets every catalog tool besides.
    */
-  private async fromCatalog(request: ToolRequest, k: number, access: Access): Promise<Rewrite> {
-    const { catalog, search } = this.deps;
+  private async fromCatalog(request: ToolRequest, k: number, access: Access, renderTool: RewriteOptions['renderTool']): Promise<Rewrite> {
+    const { catalog, search } = this.options;
     const { settings } = search;
     // The catalog as this caller's key sees it: a tool outside the key is never added, by rule or by rank.
     const visible = (entry: CatalogEntry | undefined): entry is CatalogEntry => entry !== undefined && access.canSee(entry);
     const required = requiredTools(request, settings.pinned);
-    const query = conversationQuery(request.turns, this.deps.maxQueryLength);
+    const query = conversationQuery(request.turns, this.options.maxQueryLength);
     const extras = request.tools.filter((tool) => tool.function && !visible(catalog.get(tool.function.name)));
     const snapshot = catalog.snapshot();
     const entries = access.restricted ? snapshot.entries.filter(visible) : snapshot.entries;
     const activation = this.activation.decidePool(entries.length + extras.length, [
       // The catalog's definitions in this API's format are counted once per catalog hash (which covers searchable
       // text: a change to schema types alone keeps the old count, off by a few tokens until the next real change) and key.
-      { key: () => `${snapshot.catalogHash}:${request.api}:${access.scope ?? ''}`, definitions: () => entries.map((entry) => catalogFunctionTool(request.api, entry.tool)) },
+      { key: () => `${snapshot.catalogHash}:${request.api}:${access.scope ?? ''}`, definitions: () => entries.map((entry) => renderTool(entry.tool)) },
       { definitions: () => extras.map((tool) => tool.definition) },
     ]);
     const trim = activation.active;
@@ -340,7 +343,7 @@ export class ToolRewriter {
     const fromCatalog = (name: string, reason: KeptTool['reason']) => {
       const entry = taken.has(name) ? undefined : catalog.get(name);
       if (!visible(entry)) return;
-      forwarded.push(catalogFunctionTool(request.api, entry.tool));
+      forwarded.push(renderTool(entry.tool));
       kept.push({ name, reason, source: 'catalog' });
       taken.add(name);
     };
@@ -356,7 +359,7 @@ export class ToolRewriter {
         feedbackScope: access.scope,
       });
       for (const hit of results) {
-        forwarded.push(catalogFunctionTool(request.api, hit.tool));
+        forwarded.push(renderTool(hit.tool));
         kept.push({ name: hit.tool.name, reason: 'ranked', score: hit.score, source: 'catalog' });
       }
     }

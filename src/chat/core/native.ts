@@ -1,12 +1,14 @@
 import type { Request } from 'express';
 import { invalidRequest } from './errors.js';
-import type { ChatSettings } from './settings.js';
+import type { ChatSettings } from '../settings.js';
+import type { Dialect } from './dialect.js';
 import type { ToolRequest } from './tool-request.js';
 
 /**
  * Native mode: instead of removing the tools routing does not keep, the proxy forwards them deferred
  * (`defer_loading: true`) and lets the provider load what its search finds — Anthropic from `tool_reference` blocks,
- * OpenAI's Responses API from a client-executed `tool_search`'s output (src/chat/search-rounds.ts answers both).
+ * OpenAI's Responses API from a client-executed `tool_search`'s output (src/chat/core/search-rounds.ts answers both, in
+ * the dialect's way: Dialect.native).
  */
 
 /**
@@ -24,12 +26,16 @@ export function deferredBody(request: ToolRequest, body: Record<string, unknown>
 
 /**
  * Whether this request uses native mode: `x-toolrouter-native` (`on`, `off`, `auto`) or chat.native; `auto` only for
- * models listed in chat.nativeModels. Anthropic's Messages API, and the Responses API unless the request brings its
- * own `tool_search` tool (one per request); chat completions have no deferred loading.
+ * models listed in chat.nativeModels. Only where the dialect has native search and says it applies (Anthropic's
+ * Messages API; the Responses API unless the request brings its own `tool_search` tool); chat completions have none.
  */
-export function nativeMode(header: NativeHeader | undefined, request: ToolRequest, settings: Pick<ChatSettings, 'native' | 'nativeModels'>): boolean {
-  if (request.api === 'chat') return false;
-  if (request.api === 'responses' && request.tools.some((tool) => tool.definition.type === 'tool_search')) return false;
+export function nativeMode(
+  header: NativeHeader | undefined,
+  dialect: Pick<Dialect, 'native'>,
+  request: ToolRequest,
+  settings: Pick<ChatSettings, 'native' | 'nativeModels'>,
+): boolean {
+  if (!dialect.native?.applies(request)) return false;
   const mode = header ?? settings.native;
   if (mode !== 'auto') return mode === 'on';
   const model = typeof request.body.model === 'string' ? request.body.model : '';

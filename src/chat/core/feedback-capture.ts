@@ -1,15 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { recordUse } from '../feedback/capture.js';
-import type { FeedbackRecorder } from '../feedback/service.js';
-import { contentText } from './query.js';
-import type { ChatRequest } from './request.js';
-import type { ToolRequest } from './tool-request.js';
+import { recordUse } from '../../feedback/capture.js';
+import type { FeedbackRecorder } from '../../feedback/service.js';
 
 /** Conversation turns whose kept tools are remembered (least recently seen first out). */
 export const CHAT_TURNS = 10_000;
 
-/** A conversation as the chat capture reads it: one step per message (chat) or input item (Responses API). */
+/**
+ * A conversation as the chat capture reads it: one step per message (chat, Anthropic) or input item (Responses API),
+ * each dialect's `conversationSteps` reads them.
+ */
 export interface ConversationStep {
   role: string;
   text: string;
@@ -21,54 +21,6 @@ export interface ConversationStep {
 
 /** Steps the model produced in one response: a tool call can follow its reasoning or text within the same answer. */
 const MODEL_OUTPUT = new Set(['assistant', 'call', 'reasoning']);
-
-const CALL_ITEMS = new Set(['function_call', 'custom_tool_call']);
-const OUTPUT_ITEMS = new Set(['function_call_output', 'custom_tool_call_output']);
-
-/** The conversation of a chat-completions or Responses API request, in order. */
-export function conversationSteps(request: ToolRequest): ConversationStep[] {
-  if (request.api === 'chat') {
-    return (request as ChatRequest).messages.map((message) => ({
-      role: message.role,
-      text: contentText(message.content),
-      calls: [
-        ...(message.tool_calls ?? []).map((call) => ({ id: call.id ?? '', name: call.function?.name ?? call.custom?.name ?? '' })),
-        ...(message.function_call ? [{ id: '', name: message.function_call.name }] : []),
-      ].filter((call) => call.name !== ''),
-      ref: message.tool_call_id ?? message.name ?? '',
-    }));
-  }
-  if (request.api === 'anthropic') return anthropicSteps(request.body as { system?: unknown; messages?: unknown });
-  const body = request.body as { input?: unknown; instructions?: unknown };
-  const steps: ConversationStep[] = [];
-  const step = (role: string, text = '', calls: ConversationStep['calls'] = [], ref = '') => steps.push({ role, text, calls, ref });
-  if (typeof body.instructions === 'string') step('system', contentText(body.instructions));
-  if (typeof body.input === 'string') step('user', contentText(body.input));
-  for (const raw of Array.isArray(body.input) ? body.input : []) {
-    const item = (raw ?? {}) as { type?: string; role?: string; content?: unknown; name?: string; call_id?: string };
-    if (item.type !== undefined && CALL_ITEMS.has(item.type)) step('call', '', item.name ? [{ id: item.call_id ?? '', name: item.name }] : []);
-    else if (item.type !== undefined && OUTPUT_ITEMS.has(item.type)) step('output', '', [], item.call_id ?? '');
-    else step(item.role ?? item.type ?? '', contentText(item.content));
-  }
-  return steps;
-}
-
-/** Anthropic messages: `tool_use` blocks are an assistant step's calls; a `tool_result` block refers to its call's id. */
-function anthropicSteps(body: { system?: unknown; messages?: unknown }): ConversationStep[] {
-  const steps: ConversationStep[] = [];
-  if (body.system !== undefined) steps.push({ role: 'system', text: contentText(body.system), calls: [], ref: '' });
-  for (const raw of Array.isArray(body.messages) ? body.messages : []) {
-    const message = (raw ?? {}) as { role?: string; content?: unknown };
-    const blocks = (Array.isArray(message.content) ? message.content : []) as { type?: string; id?: string; name?: string; tool_use_id?: string }[];
-    steps.push({
-      role: message.role ?? '',
-      text: contentText(message.content),
-      calls: blocks.filter((block) => block.type === 'tool_use' && typeof block.name === 'string').map((block) => ({ id: block.id ?? '', name: block.name! })),
-      ref: blocks.find((block) => block.type === 'tool_result')?.tool_use_id ?? '',
-    });
-  }
-  return steps;
-}
 
 interface Turn {
   query: string;

@@ -2,25 +2,26 @@ import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import { OpenAiError } from './errors.js';
-import type { Api } from './tool-request.js';
-
-/** The upstream endpoints the proxy forwards to, by API. */
-export const UPSTREAM_ENDPOINTS = { chat: 'chat/completions', responses: 'responses' } as const satisfies Record<Exclude<Api, 'anthropic'>, string>;
+import { ToolrouterError } from '../../errors.js';
+/**
+ * Where a request goes under the upstream's base URL:
+ * - `{ endpoint }`: POSTed as JSON to `<base>/<endpoint>` (`chat/completions`, `responses`);
+ * - `below-v1`: the caller's own method and path below /v1 (`GET /v1/models` is `<base>/models`), the body as it came;
+ * - `whole-path`: the caller's own method and whole path (`/v1/messages`...) under a base written without /v1, as
+ *   ANTHROPIC_BASE_URL is (one with /v1 is read as if it had none), the body as JSON.
+ */
+export type UpstreamRoute = { endpoint: string } | 'below-v1' | 'whole-path';
 
 export interface UpstreamSettings {
   /**
-   * OpenAI-compatible base URL (`https://api.openai.com/v1`), or the full chat-completions or responses URL; for
-   * `anthropic`, the Anthropic base URL (`https://api.anthropic.com`, as ANTHROPIC_BASE_URL is written).
+   * The base URL: OpenAI-compatible (`https://api.openai.com/v1`, or the full chat-completions or responses URL), or
+   * Anthropic's (`https://api.anthropic.com`).
    */
   url: string;
-  /**
-   * Which endpoint under the base URL; or `passthrough`: the caller's own path under /v1, with its method; or
-   * `anthropic`: the caller's own path (`/v1/messages`...) under the Anthropic base URL, with its method.
-   */
-  api: Api | 'passthrough';
-  /** Replaces the caller's Authorization (Anthropic: its x-api-key) when set. */
+  route: UpstreamRoute;
+  /** Replaces the caller's credentials when set: as `Authorization: Bearer <key>`, or in `x-api-key` (Anthropic's). */
   key?: string;
+  keyHeader: 'authorization' | 'x-api-key';
   /** Longest wait for the upstream's response head, and then between two chunks of its body. */
   timeoutMs: number;
 }
@@ -60,35 +61,31 @@ const HOP_BY_HOP = new Set([
 ]);
 
 /**
- * `<base>/chat/completions` or `<base>/responses`. A base that already ends in either endpoint (UPSTREAM_LLM_URL set
- * to the full chat-completions URL, as Azure deployments are) has it replaced, so one setting serves both APIs. The
- * caller's query string (Azure's `api-version`) is kept.
+ * `<base>/chat/completions` or `<base>/responses` (the route's endpoint). A base that already ends in either endpoint
+ * (UPSTREAM_LLM_URL set to the full chat-completions URL, as Azure deployments are) has it replaced, so one setting
+ * serves both OpenAI APIs. The caller's query string (Azure's `api-version`) is kept.
  */
-export function upstreamUrl(base: string, api: Api | 'passthrough', incomingUrl: string): string {
+export function upstreamUrl(base: string, route: UpstreamRoute, incomingUrl: string): string {
   const url = new URL(base);
   const root = url.pathname.replace(/\/+$/, '').replace(/\/(chat\/completions|responses)$/, '');
   const incoming = new URL(incomingUrl, 'http://placeholder');
   // Passed-through routes keep their path below /v1: `GET /v1/models` is `<base>/models`. Anthropic's base has no /v1
   // (one that does is read as if it had not).
   url.pathname =
-    api === 'anthropic'
+    route === 'whole-path'
       ? `${url.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}${incoming.pathname}`
-      : api === 'passthrough'
+      : route === 'below-v1'
         ? `${root}${incoming.pathname.replace(/^\/v1(?=\/)/, '')}`
-        : `${root}/${UPSTREAM_ENDPOINTS[api]}`;
+        : `${root}/${route.endpoint}`;
   const { search } = incoming;
   if (search) url.search = search;
   return url.toString();
 }
 
-export function chatCompletionsUrl(base: string, incomingUrl: string): string {
-  return upstreamUrl(base, 'chat', incomingUrl);
-}
-
 /**
  * Forwards a request (chat completion, response, or a passed-through route) and streams the upstream's answer back as
  * it comes: status, headers and body bytes unchanged, so SSE chunks, error bodies and anything else the upstream says
- * reach the caller exactly. Errors before the upstream answers are OpenAI-style (502 unreachable, 504 timeout); once
+ * reach the caller exactly. Errors before the upstream answers are ToolrouterErrors each dialect answers in its shape (502 unreachable, 504 timeout); once
  * the body is streaming, a failure can only cut the connection, which clients see as a truncated stream.
  *
  * With a `reader`, a successful answer is first shown to it: a turn it takes is returned and nothing is sent to the
@@ -113,7 +110,7 @@ export async function forwardRequest<T>(
       controller.abort(new Error(`no answer from the upstream LLM within ${upstream.timeoutMs} ms`));
     }, upstream.timeoutMs);
   };
-  const timeout = () => new OpenAiError(504, `The upstream LLM did not answer within ${upstream.timeoutMs} ms.`, 'api_error', null, 'upstream_timeout');
+  const timeout = () => new ToolrouterError('upstream_timeout', `The upstream LLM did not answer within ${upstream.timeoutMs} ms.`);
   // A caller that hangs up stops the upstream generation too, instead of leaving it to run (and bill) to the end.
   const onClose = () => {
     if (!res.writableFinished) controller.abort(new Error('client closed the connection'));
@@ -123,9 +120,10 @@ export async function forwardRequest<T>(
   try {
     let answer: globalThis.Response;
     try {
-      answer = await fetch(upstreamUrl(upstream.url, upstream.api, req.originalUrl), {
-        method: upstream.api === 'passthrough' || upstream.api === 'anthropic' ? req.method : 'POST',
-        headers: upstreamHeaders(req, upstream.key, upstream.api !== 'passthrough' && body !== undefined, upstream.api === 'anthropic'),
+      const { route } = upstream;
+      answer = await fetch(upstreamUrl(upstream.url, route, req.originalUrl), {
+        method: typeof route === 'object' ? 'POST' : req.method,
+        headers: upstreamHeaders(req, upstream.key, upstream.keyHeader, route !== 'below-v1' && body !== undefined),
         body,
         signal: controller.signal,
       });
@@ -133,7 +131,7 @@ export async function forwardRequest<T>(
       if (timedOut) throw timeout();
       if (controller.signal.aborted) return undefined;
       const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
-      throw new OpenAiError(502, `The upstream LLM could not be reached: ${cause}`, 'api_error', null, 'upstream_unreachable');
+      throw new ToolrouterError('upstream_unreachable', `The upstream LLM could not be reached: ${cause}`, { status: 502 });
     }
     const chunks = answer.body?.getReader();
     const turn = answer.ok && chunks ? reader?.(answer) : undefined;
@@ -156,7 +154,7 @@ export async function forwardRequest<T>(
       } catch (error) {
         if (timedOut) throw timeout();
         if (controller.signal.aborted) return undefined;
-        throw new OpenAiError(502, `The upstream LLM broke off its answer: ${(error as Error).message}`, 'api_error', null, 'upstream_unreachable');
+        throw new ToolrouterError('upstream_unreachable', `The upstream LLM broke off its answer: ${(error as Error).message}`, { status: 502 });
       }
       if (ended) {
         const taken = turn.finish();
@@ -211,7 +209,7 @@ export async function forwardRequest<T>(
 }
 
 /** The caller's headers minus connection-level ones and toolrouter's own; the upstream key, when set, replaces theirs. */
-function upstreamHeaders(req: Request, key: string | undefined, json: boolean, anthropic: boolean): Headers {
+function upstreamHeaders(req: Request, key: string | undefined, keyHeader: UpstreamSettings['keyHeader'], json: boolean): Headers {
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || name.startsWith('x-toolrouter-') || name === 'accept-encoding') continue;
@@ -220,7 +218,7 @@ function upstreamHeaders(req: Request, key: string | undefined, json: boolean, a
   if (json) headers.set('content-type', 'application/json');
   // Uncompressed, so the bytes passed back are the upstream's own and SSE is not held in a compressor's buffer.
   headers.set('accept-encoding', 'identity');
-  if (key !== undefined && anthropic) {
+  if (key !== undefined && keyHeader === 'x-api-key') {
     headers.delete('authorization');
     headers.set('x-api-key', key);
   } else if (key !== undefined) headers.set('authorization', `Bearer ${key}`);

@@ -1,13 +1,13 @@
-import { sha256, type Catalog } from '../catalog/catalog.js';
-import type { Embedder } from '../embedding/embedder.js';
-import { MemoryEmbeddingCache } from '../indexing/embedding-cache.js';
-import type { LexicalSettings } from '../indexing/lexical.js';
-import type { IndexManager } from '../indexing/manager.js';
-import type { HnswSettings } from '../indexing/vector.js';
-import type { Metrics } from '../metrics.js';
-import type { RequestTool } from './request.js';
-import { createFixedSearch } from '../search/fixed.js';
-import { toolTokens } from '../search/tokens.js';
+import { sha256, type Catalog } from '../../catalog/catalog.js';
+import type { Embedder } from '../../embedding/embedder.js';
+import { MemoryEmbeddingCache } from '../../indexing/embedding-cache.js';
+import type { LexicalSettings } from '../../indexing/lexical.js';
+import type { IndexManager } from '../../indexing/manager.js';
+import type { HnswSettings } from '../../indexing/vector.js';
+import type { Metrics } from '../../metrics.js';
+import type { RequestTool } from './tool-request.js';
+import { createFixedSearch } from '../../search/fixed.js';
+import { toolTokens } from '../../search/tokens.js';
 import { indexableTool } from './tools.js';
 
 /** A search stack over one request's tool list: the same parts the router's own catalog search runs on. */

@@ -8,7 +8,7 @@ import type { ConversationShape } from './answers.js';
  *
  * A conversation is recognised by its own history, without any id from the caller: a request continues an earlier one
  * only when its history begins with that earlier request's whole history *followed by the answer the upstream gave
- * it* (src/chat/answers.ts reads that answer from the reply as it is passed on, and from the assistant turn a later
+ * it* (each dialect's answers.ts reads that answer from the reply as it is passed on, and from the assistant turn a later
  * history carries). A request whose history merely begins with the same words — every conversation that opens with
  * "hi" — has no such answer after them and starts clean. A Responses request that continues a stored response
  * (`previous_response_id`) is recognised by that response's id. Everything is within one caller scope (key) and API.

@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { addIssues, assertUniqueNames, toolNameSchema, validateBody, type FunctionDefinition, type RequestTool, type ToolRequest, type ToolUse, type Turn } from './tool-request.js';
+import type { ConversationStep } from '../core/feedback-capture.js';
+import { contentText } from '../core/query.js';
+import { addIssues, assertUniqueNames, toolNameSchema, validateBody, type FunctionDefinition, type RequestTool, type ToolRequest, type ToolUse, type Turn } from '../core/tool-request.js';
 
 /**
  * The parts of an Anthropic Messages API request (`POST /v1/messages`, and `/v1/messages/count_tokens`) toolrouter
@@ -119,4 +121,25 @@ function toolUse(messages: readonly { role: string; content: string | Block[] }[
     }
   }
   return { called, results };
+}
+
+/**
+ * The conversation as the chat capture reads it (src/chat/core/feedback-capture.ts): `tool_use` blocks are an assistant
+ * step's calls; a `tool_result` block refers to its call's id.
+ */
+export function anthropicSteps(request: ToolRequest): ConversationStep[] {
+  const body = request.body as { system?: unknown; messages?: unknown };
+  const steps: ConversationStep[] = [];
+  if (body.system !== undefined) steps.push({ role: 'system', text: contentText(body.system), calls: [], ref: '' });
+  for (const raw of Array.isArray(body.messages) ? body.messages : []) {
+    const message = (raw ?? {}) as { role?: string; content?: unknown };
+    const blocks = (Array.isArray(message.content) ? message.content : []) as { type?: string; id?: string; name?: string; tool_use_id?: string }[];
+    steps.push({
+      role: message.role ?? '',
+      text: contentText(message.content),
+      calls: blocks.filter((block) => block.type === 'tool_use' && typeof block.name === 'string').map((block) => ({ id: block.id ?? '', name: block.name! })),
+      ref: blocks.find((block) => block.type === 'tool_result')?.tool_use_id ?? '',
+    });
+  }
+  return steps;
 }

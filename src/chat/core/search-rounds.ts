@@ -1,19 +1,20 @@
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
-import type { Access } from '../auth/access.js';
-import type { Metrics } from '../metrics.js';
+import type { Access } from '../../auth/access.js';
+import type { Metrics } from '../../metrics.js';
 import { forwardRequest, type ForwardHooks, type UpstreamSettings } from './proxy.js';
 import type { ToolRewriter } from './rewriter.js';
-import { continuation, searchToolDefinition, searchTurnReader, type SearchAnswer, type SearchCall, type SearchTurn, type SearchTurnReader } from './search-tool.js';
-import { toolLabel } from './rewrite.js';
+import type { Dialect } from './dialect.js';
+import { searchToolDefinition, type SearchAnswer, type SearchCall, type SearchTurn, type SearchTurnReader } from './search-tool.js';
+import { toolLabel } from './select.js';
 import type { ToolRequest } from './tool-request.js';
-import { totalTokens } from '../search/tokens.js';
-import { describeCoverage, serversOfTools } from '../search/coverage.js';
-import { chatSearchCallSpan, llmSpan } from '../telemetry/spans.js';
-import { TOKENS_HEADER, tokensHeader } from '../telemetry/token-accounting.js';
+import { totalTokens } from '../../search/tokens.js';
+import { describeCoverage, serversOfTools } from '../../search/coverage.js';
+import { chatSearchCallSpan, llmSpan } from '../../telemetry/spans.js';
+import { TOKENS_HEADER, tokensHeader } from '../../telemetry/token-accounting.js';
 
 export interface SearchRoundSettings {
-  /** The search tool's name in this request (src/chat/search-tool.ts searchToolName). */
+  /** The search tool's name in this request (src/chat/core/search-tool.ts searchToolName). */
   toolName: string;
   /** Search calls answered before the model's turn goes to the caller whatever it is. */
   rounds: number;
@@ -22,13 +23,16 @@ export interface SearchRoundSettings {
   maxTools: number;
   maxQueryLength: number;
   /**
-   * Anthropic's native mode: every tool is already in the request (the ones not kept deferred), so found tools are not
-   * added; the answer references them with `tool_reference` blocks, which the provider expands into their definitions.
+   * Native mode: every tool is already in the request (the ones not kept deferred), so found tools are not added; the
+   * answer is what the provider loads them from (Dialect.native.answer: Anthropic's `tool_reference` blocks, OpenAI's
+   * definitions in a `tool_search_output`).
    */
   native?: boolean;
 }
 
 export interface SearchRoundInput {
+  /** The API the request came in: its search tool, turns and continuation. */
+  dialect: Dialect;
   req: Request;
   res: Response;
   request: ToolRequest;
@@ -46,7 +50,7 @@ export interface SearchRoundInput {
   log: Logger;
   /** The router's metrics (search-tool calls by result); without it nothing is counted. */
   metrics?: Pick<Metrics, 'chatSearchCalls'>;
-  /** Shown the answer that goes to the caller (src/chat/proxy.ts ForwardHooks). */
+  /** Shown the answer that goes to the caller (src/chat/core/proxy.ts ForwardHooks). */
   observe?: ForwardHooks<unknown>['observe'];
 }
 
@@ -68,11 +72,11 @@ export interface SearchRoundResult {
  * untouched, streamed as it comes.
  */
 export async function forwardWithSearch(input: SearchRoundInput): Promise<SearchRoundResult> {
-  const { req, res, request, access, upstream, rewriter, settings, log, metrics } = input;
+  const { dialect, req, res, request, access, upstream, rewriter, settings, log, metrics } = input;
   const api = request.api;
   const tools = [...((input.body.tools as unknown[] | undefined) ?? [])];
   const forwarded = [...input.forwarded];
-  const searchTool = searchToolDefinition(api, settings.toolName, request.tools);
+  const searchTool = searchToolDefinition(dialect, settings.toolName, request.tools);
   let body = input.body;
   let searches = 0;
   let tokens: number;
@@ -87,7 +91,7 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     tokens = totalTokens(sent.tools);
     res.setHeader(TOKENS_HEADER, tokensHeader(tokens, input.offeredTokens));
     const hooks: ForwardHooks<SearchTurn> = {
-      ...(intercept ? { reader: (answer: globalThis.Response) => (last.reader = searchTurnReader(api, settings.toolName, answer)) } : {}),
+      ...(intercept ? { reader: (answer: globalThis.Response) => (last.reader = dialect.searchTurnReader(settings.toolName, answer)) } : {}),
       ...(input.observe ? { observe: input.observe } : {}),
     };
     const turn = await llmSpan({ api, model: body.model, url: upstream.url, round }, () => forwardRequest(req, res, JSON.stringify(sent), upstream, log, hooks));
@@ -96,16 +100,17 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     const answers = new Map<string, SearchAnswer>();
     for (const call of turn.calls) {
       searches++;
-      const context = { request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round };
+      const context = { dialect, request, access, rewriter, settings, log, metrics, tools, forwarded, last: final, round };
       answers.set(call.callId, await chatSearchCallSpan({ api, round }, () => answerSearch(call, context)));
     }
-    body = continuation(api, sent, turn, answers);
+    body = dialect.continuation(sent, turn, answers);
   }
   const responseId = (last.reader as SearchTurnReader | undefined)?.responseId;
   return { forwarded, searches, tokens, ...(responseId ? { responseId } : {}) };
 }
 
 interface AnswerContext {
+  dialect: Dialect;
   request: ToolRequest;
   access: Access;
   rewriter: ToolRewriter;
@@ -122,7 +127,7 @@ interface AnswerContext {
 
 /** The tool result the model reads: the tools it may now call, or why there are none. */
 async function answerSearch(call: SearchCall, context: AnswerContext): Promise<SearchAnswer> {
-  const { request, access, rewriter, settings, log, metrics, tools, forwarded } = context;
+  const { dialect, request, access, rewriter, settings, log, metrics, tools, forwarded } = context;
   const api = request.api;
   let args: { query?: unknown; top_k?: unknown } | undefined;
   try {
@@ -156,11 +161,8 @@ async function answerSearch(call: SearchCall, context: AnswerContext): Promise<S
   }
   metrics?.chatSearchCalls.inc({ api, result: found.length > 0 ? 'found' : 'empty' });
   log.info({ api, round: context.round, query, found: found.map((tool) => tool.name) }, 'search tool answered');
-  if (settings.native && found.length > 0) {
-    // Anthropic: tool_reference blocks, which the provider expands into the deferred tools. OpenAI: the definitions,
-    // loaded by a tool_search_output item.
-    return api === 'anthropic' ? found.map((tool) => ({ type: 'tool_reference', tool_name: tool.name })) : hits.map((tool) => tool.definition);
-  }
+  // Native mode: what the provider loads the deferred tools from.
+  if (settings.native && found.length > 0 && dialect.native) return dialect.native.answer(hits);
   // Nothing found with room left means nothing reached min_score: say so, and what was searched, so the model tells
   // the user this cannot be done here instead of trying other words round after round.
   const note =

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { TOOL_NAME_PATTERN } from '../catalog/validate.js';
-import { jsonDeeperThan } from '../http/json-depth.js';
+import { TOOL_NAME_PATTERN } from '../../catalog/validate.js';
+import { jsonDeeperThan } from '../../http/json-depth.js';
 import { invalidRequest } from './errors.js';
 
 /**
- * What the rewriter needs of a request, whichever OpenAI API it came in: chat completions (src/chat/request.ts) or
- * responses (src/chat/responses.ts). Each parser validates its own format and fills this in; ranking, keep-rules and
- * token counting then work the same for both.
+ * What the rewriter needs of a request, whichever API it came in: each dialect's parser (src/chat/openai-chat/request.ts,
+ * src/chat/openai-responses/request.ts, src/chat/anthropic/request.ts) validates its own format and fills this in;
+ * ranking, keep-rules and token counting then work the same for all.
  */
 
 /** `chat`: `POST /v1/chat/completions`. `responses`: `POST /v1/responses`. `anthropic`: `POST /v1/messages`. */
@@ -51,7 +51,7 @@ export interface ToolRequest {
   /** Names `tool_choice` makes the model see: a forced function, or the `allowed_tools` list. */
   toolChoiceNames: string[];
   toolUse: ToolUse;
-  /** The messages, oldest first, that the search query is built from (src/chat/query.ts). */
+  /** The messages, oldest first, that the search query is built from (src/chat/core/query.ts). */
   turns: Turn[];
   /**
    * The conversation as sent, oldest first (chat: `messages`; Responses: `input` as items): a later turn starts with
@@ -67,7 +67,7 @@ export const toolNameSchema = z
   .string({ error: 'is required and must be a string' })
   .regex(TOOL_NAME_PATTERN, 'must be 1-128 characters of a-z, A-Z, 0-9, "_", "-" or "."');
 
-/** Parses request bytes as a JSON object; every problem is a 400 in OpenAI's format. */
+/** Parses request bytes as a JSON object; every problem is a 400 (an invalid request). */
 export function parseJsonObject(bytes: Uint8Array | undefined, what: string, maxDepth: number): unknown {
   if (!bytes || bytes.length === 0) throw invalidRequest(`The request body is empty; send a JSON ${what}.`);
   // Measured on the bytes, before parsing: a body nested thousands deep parses, then breaks every recursive step after.
