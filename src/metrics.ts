@@ -137,6 +137,28 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Code mode: executions of model-written code (the execute tool), by how they ended (ok or the error code). */
+  readonly codeExecutions = new Counter({
+    name: 'toolrouter_code_executions_total',
+    help: 'Executions of code by the execute tool, by outcome (ok, sandbox_timeout, sandbox_memory, sandbox_calls, sandbox_output, sandbox_error, busy, internal)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly codeExecutionDuration = new Histogram({
+    name: 'toolrouter_code_execution_duration_seconds',
+    help: 'Wall time of one execution of the execute tool, tool calls from the code included',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  readonly codeExecutionCalls = new Histogram({
+    name: 'toolrouter_code_execution_calls',
+    help: 'Tool calls and searches one execution of the execute tool made',
+    buckets: [0, 1, 2, 3, 5, 10, 20, 50],
+    registers: [this.registry],
+  });
+
   readonly searchReranks = new Counter({
     name: 'toolrouter_search_reranks_total',
     help: 'Reranker calls by outcome; on error or timeout the fused order is kept',

@@ -119,7 +119,7 @@ export function createMcpFaces(deps: {
   if (deps.metrics) gateway.tokens = new McpTokenAccounting(deps.metrics);
   // Always present: a key may turn code mode on where mcp.codeMode is off. Its threads start on the first execution.
   const sandbox = new Sandbox(mcp.sandbox);
-  gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox, ...(deps.countRequest ? { countRequest: deps.countRequest } : {}) });
+  gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox, ...(deps.countRequest ? { countRequest: deps.countRequest } : {}), ...(deps.metrics ? { metrics: deps.metrics } : {}) });
   if (mcp.codeMode) sandbox.warm();
   const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {

@@ -195,6 +195,19 @@ describe('code mode over /mcp', () => {
     assert.deepEqual((await long).result, 'waited 800 ms');
   });
 
+  it('executions are counted in /metrics by outcome, with their time and calls', async () => {
+    const scrape = async () => String((await call(api.url, 'GET', '/metrics', { key: ADMIN_KEY })).body);
+    const value = (text: string, series: string) => Number(new RegExp(`^${series.replace(/[{}"]/g, '\\$&')} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    const before = await scrape();
+    assert.deepEqual((await execute(admin, `return [await call_tool('files__echo', {text: 'a'}), await call_tool('files__echo', {text: 'b'})]`)).result, ['a', 'b']);
+    assert.match((await execute(admin, 'throw new Error("no")')).error!, /^sandbox_error: /);
+    const after = await scrape();
+    assert.equal(value(after, 'toolrouter_code_executions_total{outcome="ok"}') - value(before, 'toolrouter_code_executions_total{outcome="ok"}'), 1);
+    assert.equal(value(after, 'toolrouter_code_executions_total{outcome="sandbox_error"}') - value(before, 'toolrouter_code_executions_total{outcome="sandbox_error"}'), 1);
+    assert.equal(value(after, 'toolrouter_code_execution_duration_seconds_count') - value(before, 'toolrouter_code_execution_duration_seconds_count'), 2);
+    assert.equal(value(after, 'toolrouter_code_execution_calls_sum') - value(before, 'toolrouter_code_execution_calls_sum'), 2, 'two calls from the first execution, none from the second');
+  });
+
   it('progress of a call from code reaches the client under the execute call\'s token; cancelling execute cancels the call', async () => {
     const progress: number[] = [];
     const counted: any = await admin.callTool({ name: 'execute', arguments: { code: `return await call_tool('features__countdown', {steps: 3})` } }, undefined, {

@@ -5,6 +5,7 @@
  * checks, transforms, spans and feedback; searches rank what the caller may see, as search_tools does.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Metrics } from '../../metrics.js';
 import type { Access } from '../../auth/access.js';
 import { RateLimitedError } from '../../auth/rate-limit.js';
 import type { Tool } from '../../catalog/types.js';
@@ -23,6 +24,8 @@ export interface CodeToolOptions {
   sandbox: Sandbox;
   /** Counts a call against the caller's key limit, as the direct call's own request would be (Auth.countRequest). */
   countRequest?: (access: Access) => Promise<void>;
+  /** Executions by outcome, their wall time and calls; without it nothing is counted. */
+  metrics?: Metrics;
 }
 
 /** What the execute handler needs of the face that received the call. */
@@ -117,6 +120,12 @@ export class CodeTool implements CodeModeListing {
     const host = new GatewayToolHost(this.gateway, this, context);
     const owner = context.access.key?.keyId ?? context.access.kind;
     const execution = await this.options.sandbox.run(code, host, { owner, signal: context.signal });
+    const { metrics } = this.options;
+    if (metrics) {
+      metrics.codeExecutions.inc({ outcome: execution.ok ? 'ok' : execution.error.code });
+      metrics.codeExecutionDuration.observe(execution.ms / 1000);
+      metrics.codeExecutionCalls.observe(execution.calls);
+    }
     return executionResult(execution);
   }
 }
