@@ -15,7 +15,7 @@ import { indexRoutes, type IndexRouteOptions } from './routes/index-status.js';
 import { keyRoutes } from './routes/keys.js';
 import { SEARCH_PATH, searchRoute, type SearchRouteOptions } from './routes/search.js';
 import { consoleRoutes } from './routes/console.js';
-import { tuningRoutes, type TuningDependencies } from './routes/tuning.js';
+import { tuningRoutes, type TuningRouteOptions } from './routes/tuning.js';
 import { httpServerSpan } from '../telemetry/spans.js';
 import { tracing } from '../telemetry/tracing.js';
 
@@ -40,7 +40,7 @@ export interface AppOptions extends CatalogRouteOptions, HealthRouteOptions, Ind
    */
   errorShapes?: FaceErrorShape[];
   /** Evaluation and run-time search settings (admin); absent, those routes are not served. */
-  tuning?: TuningDependencies;
+  tuning?: TuningRouteOptions;
   /** The web console's static files (src/console, or dist/src/console once built); absent, /console is not served. */
   consoleDir?: string;
   /** Keys and limits; absent (tests of single routes), every request is treated as coming from the admin. */
@@ -60,53 +60,53 @@ const DEFAULT_JSON_DEPTH = 64;
  */
 const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
 
-export function createApp(deps: AppOptions): Express {
+export function createApp(options: AppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
   // Every answer is computed per request (POST searches above all): a SHA-1 of each body for an ETag nobody revalidates
   // against is pure cost on the search path.
   app.set('etag', false);
-  if (deps.security) app.set('trust proxy', deps.security.trustProxy);
+  if (options.security) app.set('trust proxy', options.security.trustProxy);
   const countRequest: RequestHandler = (req, res, next) => {
     // The matched route pattern, not the path, keeps label values few (a source name is not a label).
     res.on('finish', () => {
       const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
-      deps.metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
+      options.metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
     });
     next();
   };
   // The server span comes first so the rest of the chain runs inside it; without tracing it is not mounted at all.
-  const everyRequest: RequestHandler[] = [...(tracing.enabled ? [httpServerSpan as RequestHandler] : []), requestLog(deps.log), countRequest];
+  const everyRequest: RequestHandler[] = [...(tracing.enabled ? [httpServerSpan as RequestHandler] : []), requestLog(options.log), countRequest];
   // Before auth and before any body is read: a rebound page gets nothing, not even a 401.
-  if (deps.hostCheck) everyRequest.push(hostCheck(deps.hostCheck));
+  if (options.hostCheck) everyRequest.push(hostCheck(options.hostCheck));
   // The root has no API of its own: a person opening the service's address lands on the console, which asks for a
   // key itself. Before authentication (a browser cannot add a key to a navigation), after the Host check. Not a
   // public path: public paths ending in '/' are prefixes, and '/' would open everything.
-  if (deps.consoleDir) app.get('/', ...everyRequest, (_req, res) => res.redirect(302, '/console/'));
-  if (deps.auth) everyRequest.push(authenticate(deps.auth, { publicPaths: deps.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: deps.proxy }));
-  const maxDepth = deps.jsonDepth ?? DEFAULT_JSON_DEPTH;
+  if (options.consoleDir) app.get('/', ...everyRequest, (_req, res) => res.redirect(302, '/console/'));
+  if (options.auth) everyRequest.push(authenticate(options.auth, { publicPaths: options.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: options.proxy }));
+  const maxDepth = options.jsonDepth ?? DEFAULT_JSON_DEPTH;
   // Depth is checked on the raw bytes before parsing (verify runs first), so a hostile body is refused unparsed.
-  const json = express.json({ limit: deps.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
-  const rawBodyPaths = new Set(deps.rawBodyPaths ?? []);
+  const json = express.json({ limit: options.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
+  const rawBodyPaths = new Set(options.rawBodyPaths ?? []);
   // Search is what agents call on every turn. Mounted first with the chain every route gets, it skips the walk through
   // every router mounted before it: at 10k tools that walk was about 0.2 ms of a request's p50, measured against a bare
   // node:http server running the same search in the same process. Errors still go to the handler at the end.
-  app.post(SEARCH_PATH, ...everyRequest, json, searchRoute(deps));
+  app.post(SEARCH_PATH, ...everyRequest, json, searchRoute(options));
   app.use(...everyRequest);
-  if (deps.auth) app.get('/metrics', requireAdmin);
+  if (options.auth) app.get('/metrics', requireAdmin);
   app.use((req, res, next) => (rawBodyPaths.has(req.path) ? next() : json(req, res, next)));
   // After the body is read: from here on the request's scope follows every await down to the upstream calls.
   app.use(enterRequestScope);
-  if (deps.auth?.identity) app.use(protectedResourceRoutes(deps.auth.identity));
-  if (deps.auth) app.use(keyRoutes({ store: deps.auth.store, defaults: deps.keyDefaults ?? { tool_search_enabled: true } }));
-  app.use(healthRoutes(deps));
-  app.use(catalogRoutes(deps));
-  app.use(indexRoutes(deps));
-  if (deps.tuning) app.use(tuningRoutes(deps.tuning));
-  if (deps.consoleDir) app.use(consoleRoutes(deps.consoleDir));
-  for (const router of deps.routers ?? []) app.use(router);
+  if (options.auth?.identity) app.use(protectedResourceRoutes(options.auth.identity));
+  if (options.auth) app.use(keyRoutes({ store: options.auth.store, defaults: options.keyDefaults ?? { tool_search_enabled: true } }));
+  app.use(healthRoutes(options));
+  app.use(catalogRoutes(options));
+  app.use(indexRoutes(options));
+  if (options.tuning) app.use(tuningRoutes(options.tuning));
+  if (options.consoleDir) app.use(consoleRoutes(options.consoleDir));
+  for (const router of options.routers ?? []) app.use(router);
   app.use(notFoundRoute);
-  app.use(errorHandler(deps.log, deps.errorShapes));
+  app.use(errorHandler(options.log, options.errorShapes));
   return app;
 }

@@ -22,7 +22,7 @@ import { badRequest, parseBody, queryText } from '../errors.js';
  */
 export const EVAL_LIMITS = { maxQueries: 1_000, maxExpected: 50, maxSteps: 20, defaultSteps: 10 } as const;
 
-export interface TuningDependencies {
+export interface TuningRouteOptions {
   catalog: Catalog;
   indexes: IndexManager;
   search: SearchService;
@@ -44,7 +44,7 @@ const settingsBody = z
  * settings, and read, apply or reset the search defaults. Kept apart from the search routes so an access guard can be
  * put on this router alone.
  */
-export function tuningRoutes(deps: TuningDependencies): Router {
+export function tuningRoutes(deps: TuningRouteOptions): Router {
   const { catalog, search, config, defaults } = deps;
   const router = Router();
   const maxQueryLength = config.search.maxQueryLength;

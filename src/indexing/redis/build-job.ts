@@ -25,7 +25,7 @@ export type BuildJobResult =
   | { outcome: 'reused'; promoted: boolean }
   | { outcome: 'superseded'; latest: string };
 
-export interface BuildJobDeps {
+export interface BuildJobOptions {
   redis: RedisClient;
   keys: RedisKeys;
   embedder: Embedder;
@@ -40,12 +40,12 @@ export interface BuildJobDeps {
  * gone, and the newer snapshot has (or will have) its own job. The version promoted is the newest one this hash was
  * published under, so a catalog that went A → B → A promotes A over B.
  */
-export async function runBuildJob(data: BuildJobData, deps: BuildJobDeps): Promise<BuildJobResult> {
-  const { redis, keys, embedder } = deps;
+export async function runBuildJob(data: BuildJobData, options: BuildJobOptions): Promise<BuildJobResult> {
+  const { redis, keys, embedder } = options;
   if (data.model !== embedder.modelId) {
     throw new Error(`job is for model ${data.model} but this worker embeds with ${embedder.modelId}`);
   }
-  const store = new ArtifactStore(redis, keys, data.model, deps.retention);
+  const store = new ArtifactStore(redis, keys, data.model, options.retention);
   const latest = await readLatest(redis, keys);
   if (latest && latest.hash !== data.catalogHash && latest.version > data.version) {
     await store.publish({ type: 'superseded', hash: data.catalogHash });
@@ -58,8 +58,8 @@ export async function runBuildJob(data: BuildJobData, deps: BuildJobDeps): Promi
   const encoded = await redis.get(keys.catalogSnapshot(data.catalogHash));
   if (!encoded) throw new Error(`catalog snapshot ${data.catalogHash} is not in Redis (expired, or never stored)`);
   const snapshot = decodeSnapshot(encoded);
-  const { index, stats } = await buildSearchIndex(snapshot, deps);
-  const artifact = serializeIndex(index, deps.hnsw);
+  const { index, stats } = await buildSearchIndex(snapshot, options);
+  const artifact = serializeIndex(index, options.hnsw);
   await store.put(data.catalogHash, artifact);
   const promoted = await store.promote(data.catalogHash, version, index.builtAt);
   // A newer index went live while this one was built: nothing will load this one.
