@@ -58,7 +58,8 @@ export async function revokeAtAuthorizationServer(request: RevocationRequest): P
     const method = selectClientAuthMethod(client, methods ?? metadata.token_endpoint_auth_methods_supported ?? []);
     // The refresh token first: revoking it ends the grant (and, where the server ties them, its access tokens).
     const sent = tokenList(tokens);
-    const statuses = await Promise.all(sent.map(([token, hint]) => revokeOne(endpoint, token, hint, client, method, fetchFn)));
+    const statuses: number[] = [];
+    for (const [token, hint] of sent) statuses.push(await revokeOne(endpoint, token, hint, client, method, fetchFn));
     const refused = statuses.filter((status) => status !== 200);
     if (refused.length > 0) {
       log.warn({ outcome: 'failed', statuses }, 'the upstream authorization server refused the token revocation');
