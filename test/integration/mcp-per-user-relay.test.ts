@@ -45,13 +45,7 @@ describe('per-user upstream connections relay elicitation and logging to the cal
   let bob: string;
   const people: Person[] = [];
 
-  const approve = async (authorizationUrl: string, user: string) => {
-    upstream.loginAs(user);
-    const approval = await fetch(authorizationUrl, { redirect: 'manual' });
-    assert.equal(approval.status, 302);
-    const page = await fetch(approval.headers.get('location')!);
-    assert.equal(page.status, 200, await page.text());
-  };
+  const approve = (authorizationUrl: string, user: string) => upstream.approve(authorizationUrl, user);
 
   /** A user authorizes the upstream for themselves (the REST route hands out their authorization URL). */
   const authorize = async (token: string, user: string) => {

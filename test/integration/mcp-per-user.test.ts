@@ -49,16 +49,10 @@ describe('per-user upstream grants', () => {
 
   /** The user's browser: signed in at the upstream's authorization server as `user`, approving and coming back to toolrouter. */
   const approve = async (authorizationUrl: string, user: string) => {
-    upstream.loginAs(user);
-    const approval = await fetch(authorizationUrl, { redirect: 'manual' });
-    assert.equal(approval.status, 302);
-    const location = approval.headers.get('location')!;
-    assert.ok(location.startsWith(`${base}/oauth/callback?`), location);
-    const page = await fetch(location);
-    const text = await page.text();
-    responses.push(text);
-    assert.equal(page.status, 200, text);
-    return text;
+    const { callback, page } = await upstream.approve(authorizationUrl, user);
+    assert.ok(callback.startsWith(`${base}/oauth/callback?`), callback);
+    responses.push(page);
+    return page;
   };
 
   before(async () => {
