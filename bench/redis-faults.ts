@@ -45,24 +45,39 @@ async function timeUntil(check: () => Promise<boolean>, timeoutMs = 60_000): Pro
 
 const readyIs = (api: RunningRouter, status: number) => async () => (await api.request('GET', '/ready')).status === status;
 
-async function singleRedis(): Promise<void> {
-  const redis = new PrivateRedis();
-  await redis.start();
-  const settings = { redis: { url: redis.url }, queue: { prefix: 'bench-faults' } };
+/**
+ * One worker and one API on `settings`, with a small catalog indexed and /ready 200, handed to `fault`; both are stopped
+ * afterwards whatever happens (the Redis itself is the caller's to stop).
+ */
+async function withDeployment(settings: Record<string, unknown>, fault: (api: RunningRouter, worker: WorkerProcess) => Promise<void>): Promise<void> {
   const worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
   try {
     await worker.ready();
     const api = await startRouter(settings);
-    await api.request('PUT', '/v1/catalog/sources/base', { tools: syntheticTools(20, 'base') });
-    await timeUntil(readyIs(api, 200));
-    await redis.stop();
-    const notReadyAfter = await timeUntil(readyIs(api, 503));
-    rows.push(['single Redis killed: /ready 503 after the kill', '1', '-', `${Math.round(notReadyAfter)} ms`, '-', '-']);
-    const { ms, statuses } = await writesDuringOutage(api);
-    summary('single Redis killed: writes until 503', ms, statuses);
-    await api.close();
+    try {
+      await api.request('PUT', '/v1/catalog/sources/base', { tools: syntheticTools(20, 'base') });
+      await timeUntil(readyIs(api, 200));
+      await fault(api, worker);
+    } finally {
+      await api.close();
+    }
   } finally {
     await worker.kill('SIGKILL');
+  }
+}
+
+async function singleRedis(): Promise<void> {
+  const redis = new PrivateRedis();
+  await redis.start();
+  try {
+    await withDeployment({ redis: { url: redis.url }, queue: { prefix: 'bench-faults' } }, async (api) => {
+      await redis.stop();
+      const notReadyAfter = await timeUntil(readyIs(api, 503));
+      rows.push(['single Redis killed: /ready 503 after the kill', '1', '-', `${Math.round(notReadyAfter)} ms`, '-', '-']);
+      const { ms, statuses } = await writesDuringOutage(api);
+      summary('single Redis killed: writes until 503', ms, statuses);
+    });
+  } finally {
     await redis.stop();
   }
 }
@@ -71,25 +86,19 @@ async function clusterSlotDown(): Promise<void> {
   const cluster = new RedisClusterFixture();
   await cluster.start();
   const prefix = 'benchfaults';
-  const settings = { redis: { cluster: { nodes: cluster.urls.slice(0, 1) } }, queue: { prefix } };
-  const worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
   try {
-    await worker.ready();
-    const api = await startRouter(settings);
-    await api.request('PUT', '/v1/catalog/sources/base', { tools: syntheticTools(20, 'base') });
-    await timeUntil(readyIs(api, 200));
-    const node = cluster.server(await cluster.masterOf(`{${prefix}}:keys`));
-    await node.kill();
-    const notReadyAfter = await timeUntil(readyIs(api, 503));
-    rows.push(['cluster, slot master killed: /ready 503 after the kill', '1', '-', `${Math.round(notReadyAfter)} ms`, '-', '-']);
-    const { ms, statuses } = await writesDuringOutage(api);
-    summary('cluster, slot master killed: writes until 503', ms, statuses);
-    await node.restart();
-    const readyAgain = await timeUntil(readyIs(api, 200));
-    rows.push(['cluster, slot master restarted: /ready 200 after the restart', '1', '-', `${Math.round(readyAgain)} ms`, '-', '-']);
-    await api.close();
+    await withDeployment({ redis: { cluster: { nodes: cluster.urls.slice(0, 1) } }, queue: { prefix } }, async (api) => {
+      const node = cluster.server(await cluster.masterOf(`{${prefix}}:keys`));
+      await node.kill();
+      const notReadyAfter = await timeUntil(readyIs(api, 503));
+      rows.push(['cluster, slot master killed: /ready 503 after the kill', '1', '-', `${Math.round(notReadyAfter)} ms`, '-', '-']);
+      const { ms, statuses } = await writesDuringOutage(api);
+      summary('cluster, slot master killed: writes until 503', ms, statuses);
+      await node.restart();
+      const readyAgain = await timeUntil(readyIs(api, 200));
+      rows.push(['cluster, slot master restarted: /ready 200 after the restart', '1', '-', `${Math.round(readyAgain)} ms`, '-', '-']);
+    });
   } finally {
-    await worker.kill('SIGKILL');
     await cluster.stop();
   }
 }
@@ -98,25 +107,21 @@ async function workerAfterFailover(): Promise<void> {
   const cluster = new RedisClusterFixture({ replicas: true });
   await cluster.start();
   const prefix = 'benchfailover';
-  const settings = { redis: { cluster: { nodes: cluster.urls.slice(0, 1) } }, queue: { prefix } };
-  const worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
   try {
-    await worker.ready();
-    const api = await startRouter(settings);
-    await api.request('PUT', '/v1/catalog/sources/base', { tools: syntheticTools(20, 'base') });
-    await timeUntil(readyIs(api, 200));
-    const key = `{${prefix}}:keys`;
-    const before = await cluster.masterOf(key);
-    await cluster.server(before).kill();
-    await cluster.untilFailedOver(key, before);
-    await timeUntil(readyIs(api, 200));
-    const started = performance.now();
-    const code = await worker.kill('SIGTERM');
-    const ms = performance.now() - started;
-    rows.push([`worker SIGTERM after a cluster failover (exit code ${code})`, '1', '-', `${Math.round(ms)} ms`, '-', '-']);
-    await api.close();
+    await withDeployment({ redis: { cluster: { nodes: cluster.urls.slice(0, 1) } }, queue: { prefix } }, async (api, worker) => {
+      const key = `{${prefix}}:keys`;
+      const before = await cluster.masterOf(key);
+      // As in the test: a replica takes over with what it has replicated, so it must hold the catalog first.
+      await cluster.untilReplicated(before);
+      await cluster.server(before).kill();
+      await cluster.untilFailedOver(key, before);
+      await timeUntil(readyIs(api, 200));
+      const started = performance.now();
+      const code = await worker.kill('SIGTERM');
+      const ms = performance.now() - started;
+      rows.push([`worker SIGTERM after a cluster failover (exit code ${code})`, '1', '-', `${Math.round(ms)} ms`, '-', '-']);
+    });
   } finally {
-    await worker.kill('SIGKILL');
     await cluster.stop();
   }
 }
