@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
-import { eventually, WorkerProcess, writeConfig } from '../helpers/processes.js';
+import { deploy, type Deployment } from '../helpers/deployment.js';
+import { eventually, WorkerProcess } from '../helpers/processes.js';
 import { RedisClusterFixture, RedisSentinelFixture } from '../helpers/redis-topologies.js';
-import { startRouter, type RunningRouter } from '../helpers/router.js';
+import type { RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';
 
 /**
@@ -13,27 +14,6 @@ import { syntheticTools } from '../helpers/synthetic.js';
  * writes must survive, and a worker must stop promptly on SIGTERM. Times are asserted as generous bounds only; the
  * "≤ 2 s" figures come from bench/redis-faults.ts.
  */
-
-interface Deployment {
-  api: RunningRouter;
-  worker: WorkerProcess;
-  close(): Promise<void>;
-}
-
-async function deploy(redis: Record<string, unknown>, prefix: string): Promise<Deployment> {
-  const settings = { adminKey: ADMIN_KEY, redis, queue: { prefix, attempts: 3, backoffMs: 100 } };
-  const worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
-  await worker.ready();
-  const api = await startRouter(settings);
-  return {
-    api,
-    worker,
-    close: async () => {
-      await api.close().catch(() => {});
-      await worker.kill('SIGKILL');
-    },
-  };
-}
 
 const admin = (api: RunningRouter, method: string, route: string, body?: unknown) => call(api.url, method, route, { key: ADMIN_KEY, body });
 const ready = (api: RunningRouter) => call(api.url, 'GET', '/ready');

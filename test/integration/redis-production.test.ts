@@ -3,9 +3,10 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
-import { eventually, WorkerProcess, writeConfig } from '../helpers/processes.js';
+import { deploy, type Deployment } from '../helpers/deployment.js';
+import { eventually } from '../helpers/processes.js';
 import { RedisClusterFixture, RedisSentinelFixture, TlsRedisFixture } from '../helpers/redis-topologies.js';
-import { startRouter, type RunningRouter } from '../helpers/router.js';
+import type { RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';
 
 /**
@@ -14,35 +15,8 @@ import { syntheticTools } from '../helpers/synthetic.js';
  * PUT, worker build, search on both instances, a key made on one and used on the other, a runtime change announced.
  */
 
-interface Deployment {
-  apis: RunningRouter[];
-  worker: WorkerProcess;
-  start(): Promise<RunningRouter>;
-  close(): Promise<void>;
-}
-
-async function deploy(redis: Record<string, unknown>, prefix: string): Promise<Deployment> {
-  const settings = { adminKey: ADMIN_KEY, redis, queue: { prefix, attempts: 3, backoffMs: 100 } };
-  const worker = new WorkerProcess(writeConfig({ ...settings, logLevel: 'info' }));
-  await worker.ready();
-  const apis: RunningRouter[] = [];
-  const start = async () => {
-    const api = await startRouter(settings);
-    apis.push(api);
-    return api;
-  };
-  await start();
-  await start();
-  return {
-    apis,
-    worker,
-    start,
-    close: async () => {
-      for (const api of apis) await api.close().catch(() => {});
-      await worker.kill('SIGTERM');
-    },
-  };
-}
+/** Two API instances and a worker stopped gracefully at the end. */
+const PRODUCTION = { apis: 2, stopWorker: 'SIGTERM' } as const;
 
 const admin = (api: RunningRouter, method: string, route: string, body?: unknown) => call(api.url, method, route, { key: ADMIN_KEY, body });
 const status = async (api: RunningRouter) => (await admin(api, 'GET', '/v1/index/status')).body;
@@ -88,7 +62,7 @@ describe('Redis Cluster (3 masters)', () => {
 
   before(async () => {
     await cluster.start();
-    deployment = await deploy({ cluster: { nodes: cluster.urls.slice(0, 1) } }, prefix);
+    deployment = await deploy({ cluster: { nodes: cluster.urls.slice(0, 1) } }, prefix, PRODUCTION);
   });
 
   after(async () => {
@@ -143,7 +117,7 @@ describe('Redis behind Sentinel, through a failover', () => {
 
   before(async () => {
     await sentinel.start();
-    deployment = await deploy({ sentinel: { sentinels: sentinel.addresses, name: sentinel.name } }, 'trsentinel');
+    deployment = await deploy({ sentinel: { sentinels: sentinel.addresses, name: sentinel.name } }, 'trsentinel', PRODUCTION);
   });
 
   after(async () => {
@@ -185,7 +159,7 @@ describe('Redis over TLS with a private CA', () => {
 
   before(async () => {
     await tls.start();
-    deployment = await deploy({ url: tls.url, tls: { ca: tls.caFile, cert: tls.certFile, key: tls.keyFile, servername: tls.servername } }, 'trtls');
+    deployment = await deploy({ url: tls.url, tls: { ca: tls.caFile, cert: tls.certFile, key: tls.keyFile, servername: tls.servername } }, 'trtls', PRODUCTION);
   });
 
   after(async () => {
