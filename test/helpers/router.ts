@@ -58,12 +58,16 @@ export async function startRouter(overrides: Record<string, unknown> = {}): Prom
     request,
     post: (route, body) => request('POST', route, body),
     indexed: () => untilIndexed(router),
-    close: async () => {
-      await new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      });
-      await router.close();
-    },
+    close: () => closeListening(router, server),
   };
+}
+
+/**
+ * Ends an in-process router and its HTTP server: open connections cut, the server closed, then the router. Either may
+ * be absent (a `before` that failed part-way), and what exists is still closed.
+ */
+export async function closeListening(router: Toolrouter | undefined, server: Server | undefined): Promise<void> {
+  server?.closeAllConnections();
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  await router?.close();
 }

@@ -13,6 +13,7 @@ import { startIdentityProvider, type IdentityProvider } from '../fixtures/identi
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { stdioFixtureServer, waitFor } from '../helpers/mcp.js';
 import { freePort } from '../helpers/redis-server.js';
+import { closeListening } from '../helpers/router.js';
 
 /**
  * toolrouter as an OAuth 2.1 resource server (auth.oauth), with real parts: a real authorization server (the MCP SDK's
@@ -100,9 +101,7 @@ describe('toolrouter as an OAuth resource server', () => {
   });
 
   after(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    await router?.close();
+    await closeListening(router, server);
     await idp?.close();
   });
 

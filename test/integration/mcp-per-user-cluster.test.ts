@@ -9,6 +9,7 @@ import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { waitFor } from '../helpers/mcp.js';
 import { freePort } from '../helpers/redis-server.js';
 import { RedisClusterFixture } from '../helpers/redis-topologies.js';
+import { closeListening } from '../helpers/router.js';
 
 /**
  * Per-user grants on a Redis Cluster (3 masters, started here): the admin lists and revokes them through the routes.
@@ -57,9 +58,7 @@ describe('per-user grants on a Redis Cluster', () => {
   });
 
   after(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    await router?.close();
+    await closeListening(router, server);
     await upstream?.close();
     await cluster.stop();
   });

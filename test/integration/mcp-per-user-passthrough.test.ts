@@ -10,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { waitFor } from '../helpers/mcp.js';
+import { closeListening } from '../helpers/router.js';
 
 /**
  * Per-request upstream credentials (`passthroughHeaders`): a client sends `x-toolrouter-upstream-<server>-<header>`
@@ -49,9 +50,7 @@ describe('passthrough headers', () => {
   });
 
   after(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    await router?.close();
+    await closeListening(router, server);
     await fixture?.close();
   });
 

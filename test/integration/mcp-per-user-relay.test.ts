@@ -15,6 +15,7 @@ import { ADMIN_KEY, call } from '../helpers/keys.js';
 import { textOf, waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
 import { freePort } from '../helpers/redis-server.js';
+import { closeListening } from '../helpers/router.js';
 
 /**
  * The relay through per-user upstream connections (`auth: {type: oauth, perUser: true}`): a call goes out on its
@@ -99,9 +100,7 @@ describe('per-user upstream connections relay elicitation and logging to the cal
 
   after(async () => {
     for (const who of people) await who.client.close().catch(() => {});
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    await router?.close();
+    await closeListening(router, server);
     await upstream?.close();
     await idp?.close();
     const keys = await redis.keys(`${prefix}*`);

@@ -14,6 +14,7 @@ import { ADMIN_KEY, call, generateKey, mcpClientWithKey, type Reply } from '../h
 import { waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
 import { freePort } from '../helpers/redis-server.js';
+import { closeListening } from '../helpers/router.js';
 
 /**
  * Per-user upstream grants (`auth: {type: oauth, perUser: true}`), with real parts: users signed in with JWTs of a
@@ -80,9 +81,7 @@ describe('per-user upstream grants', () => {
   });
 
   after(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    await router?.close();
+    await closeListening(router, server);
     await upstream?.close();
     await idp?.close();
     const keys = await redis.keys(`${prefix}*`);
