@@ -9,7 +9,7 @@ import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { PrivateRedis } from '../helpers/redis-server.js';
 import { REDIS_URL } from '../helpers/processes.js';
-import { fixtureTools } from '../helpers/router.js';
+import { closeListening, fixtureTools } from '../helpers/router.js';
 import { waitFor } from '../helpers/mcp.js';
 
 interface Instance {
@@ -34,12 +34,7 @@ async function startInstance(overrides: Record<string, unknown>, lines: string[]
 }
 
 async function stopInstance(instance: Instance | undefined): Promise<void> {
-  if (!instance) return;
-  await new Promise<void>((resolve) => {
-    instance.server.closeAllConnections();
-    instance.server.close(() => resolve());
-  });
-  await instance.router.close();
+  await closeListening(instance?.router, instance?.server);
 }
 
 describe('keys in Redis, shared by every instance', () => {

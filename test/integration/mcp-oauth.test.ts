@@ -14,6 +14,7 @@ import { ADMIN_KEY, call, generateKey, mcpClientWithKey, type Reply } from '../h
 import { waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
 import { freePort, PrivateRedis } from '../helpers/redis-server.js';
+import { closeListening } from '../helpers/router.js';
 
 /**
  * OAuth 2.1 to an upstream MCP server (src/mcp/upstream/oauth/), end to end with real parts: the fixture is an OAuth-protected
@@ -70,12 +71,7 @@ async function startInstance(overrides: Record<string, unknown>, evidence: Evide
 }
 
 async function stopInstance(instance: Instance | undefined): Promise<void> {
-  if (!instance) return;
-  await new Promise<void>((resolve) => {
-    instance.server.closeAllConnections();
-    instance.server.close(() => resolve());
-  });
-  await instance.router.close();
+  await closeListening(instance?.router, instance?.server);
 }
 
 async function serverStatus(evidence: Evidence, instance: Instance, name: string): Promise<any> {
