@@ -16,7 +16,7 @@ const SECTIONS: Record<string, { title: string; link: string }> = {
   worker: { title: 'Deployment', link: 'deployment.md' },
   limits: { title: 'Security: limits', link: 'security.md#limits' },
   catalog: { title: 'Search: the catalog', link: 'search.md#the-catalog' },
-  embedding: { title: 'Search: embedding models', link: 'search.md#embedding-models' },
+  embedding: { title: 'Embedding models', link: 'models.md' },
   search: { title: 'Search and tuning', link: 'search.md' },
   feedback: { title: 'Learning from usage', link: 'learning.md' },
   chat: { title: 'Chat proxies', link: 'chat-proxies.md' },
