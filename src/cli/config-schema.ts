@@ -30,8 +30,12 @@ environment variables that override it and \`toolrouter config check\` are descr
 \`toolrouter config schema\` prints the same schema as JSON Schema (draft 2020-12), committed as
 [config.schema.json](config.schema.json) for editors.`;
 
-export function configSchemaCommand(options: { format: 'json' | 'markdown' }): void {
+/** The text `config schema` prints: the JSON Schema, or the reference page (docs/configuration.md). */
+export function configSchemaText(format: 'json' | 'markdown'): string {
   const schema = configJsonSchema();
-  if (options.format === 'markdown') process.stdout.write(configReference(schema, { sections: SECTIONS, intro: INTRO }));
-  else process.stdout.write(`${JSON.stringify(schema, null, 2)}\n`);
+  return format === 'markdown' ? configReference(schema, { sections: SECTIONS, intro: INTRO }) : `${JSON.stringify(schema, null, 2)}\n`;
+}
+
+export function configSchemaCommand(options: { format: 'json' | 'markdown' }): void {
+  process.stdout.write(configSchemaText(options.format));
 }
