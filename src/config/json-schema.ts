@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { configSchema } from './config.js';
+import { SETTING_DESCRIPTIONS } from './setting-descriptions.js';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -16,6 +17,8 @@ export const CONFIG_SCHEMA_FILE = 'docs/config.schema.json';
  * that keep it exactly as strict as `validateConfig`:
  * - plain zod objects strip unknown keys, and `validateConfig` reports every such key as an error; here they get
  *   `additionalProperties: false`, so an editor flags `mcp.serverz` as the service does;
+ * - each setting carries the comment its zod schema has in the sources (setting-descriptions.ts, generated), for
+ *   editors' hovers and the reference page;
  * - defaults computed on this machine (`embedding.modelsDir`: where the package is installed) are not written down.
  */
 export function configJsonSchema(): JsonSchema {
@@ -27,6 +30,7 @@ export function configJsonSchema(): JsonSchema {
     ...Object.fromEntries(Object.entries(generated).filter(([key]) => key !== '$schema')),
   };
   closeObjects(schema);
+  describe(schema, '');
   const properties = schema.properties as Record<string, JsonSchema>;
   // Read before validation and folded into `redis.url` (src/config/config.ts configInput), so a file may still carry it.
   properties.redisUrl = { type: 'string', format: 'uri', deprecated: true, description: 'older spelling of redis.url' };
@@ -48,4 +52,24 @@ function closeObjects(node: unknown): void {
   const schema = node as JsonSchema;
   if (schema.type === 'object' && schema.properties !== undefined && !('additionalProperties' in schema)) schema.additionalProperties = false;
   for (const value of Object.values(schema)) closeObjects(value);
+}
+
+/** Each setting's description from its source comment, by the path the reference page names it with. */
+function describe(schema: JsonSchema, at: string): void {
+  const text = at ? SETTING_DESCRIPTIONS[at] : undefined;
+  if (text !== undefined && schema.description === undefined) schema.description = text;
+  const child = (name: string) => (at ? `${at}.${name}` : name);
+  for (const [name, property] of Object.entries((schema.properties ?? {}) as Record<string, JsonSchema>)) describe(property, child(name));
+  const values = schema.additionalProperties;
+  if (typeof values === 'object' && values !== null) describe(values as JsonSchema, child('<name>'));
+  const items = schema.items;
+  if (typeof items === 'object' && items !== null && !Array.isArray(items)) describe(items as JsonSchema, `${at}[]`);
+  for (const option of ((schema.anyOf ?? schema.oneOf ?? []) as JsonSchema[])) describeBranch(option, at, describe);
+}
+
+/** A union's branch: its settings are the union's (no description of its own, the union has it). */
+function describeBranch(branch: JsonSchema, at: string, walk: (schema: JsonSchema, at: string) => void): void {
+  const own = branch.description;
+  walk(branch, at);
+  if (own === undefined) delete branch.description;
 }

@@ -17,6 +17,8 @@ interface Row {
   type: string;
   default: string;
   allowed: string;
+  /** What the setting is for (its source comment), told below the table: too long for a cell. */
+  description?: string;
 }
 
 /** The whole page: title, intro, then a table for the top-level scalars and one per section. */
@@ -36,14 +38,22 @@ export function configReference(schema: JsonSchema, options: ConfigReferenceOpti
     '',
   ];
   if (options.intro) out.push(options.intro.trim(), '');
-  out.push('## Top level', '', ...table(scalars), '');
+  out.push('## Top level', '', ...table(scalars), '', ...described(scalars));
   for (const section of sections) {
     const about = options.sections?.[section.name];
     out.push(`## \`${section.name}\``, '');
-    if (about) out.push(`What it is for: [${about.title}](${about.link}).`, '');
-    out.push(...table(section.rows), '');
+    const own = (properties[section.name] as JsonSchema).description;
+    if (typeof own === 'string') out.push(own, '');
+    if (about) out.push(`More: [${about.title}](${about.link}).`, '');
+    out.push(...table(section.rows), '', ...described(section.rows));
   }
   return `${out.join('\n').trimEnd()}\n`;
+}
+
+/** The settings' descriptions as a list under their table. */
+function described(rows: Row[]): string[] {
+  const lines = rows.filter((row) => row.description).map((row) => `- \`${row.path}\`: ${row.description!}`);
+  return lines.length > 0 ? [...lines, ''] : [];
 }
 
 function table(rows: Row[]): string[] {
@@ -76,7 +86,8 @@ function rowsOf(schema: JsonSchema, path: string): Row[] {
     return rows;
   }
   if (isObjectSchema(schema) && schema.properties) {
-    const rows: Row[] = [];
+    // A group inside a section (mcp.sandbox) is a row of its own when its comment says what it is for.
+    const rows: Row[] = path.includes('.') && typeof schema.description === 'string' ? [row(schema, path)] : [];
     for (const [name, property] of Object.entries(schema.properties as Record<string, JsonSchema>)) rows.push(...rowsOf(property, `${path}.${name}`));
     return rows;
   }
@@ -96,7 +107,8 @@ function isObjectSchema(schema: JsonSchema): boolean {
 function row(schema: JsonSchema, path: string): Row {
   const fallback = schema.default;
   const shown = fallback === undefined || (typeof fallback === 'object' && fallback !== null && Object.keys(fallback).length === 0 && !Array.isArray(fallback));
-  return { path, type: typeOf(schema), default: shown ? '' : JSON.stringify(fallback), allowed: accepts(schema) };
+  const description = typeof schema.description === 'string' ? schema.description : undefined;
+  return { path, type: typeOf(schema), default: shown ? '' : JSON.stringify(fallback), allowed: accepts(schema), description };
 }
 
 function typeOf(schema: JsonSchema): string {
@@ -124,7 +136,9 @@ function accepts(schema: JsonSchema): string {
     else if (low !== undefined) parts.push(`≥ ${String(low)}${unit}`);
     else if (high !== undefined) parts.push(`≤ ${String(high)}${unit}`);
   };
-  range(schema.minimum ?? (schema.exclusiveMinimum === undefined ? undefined : `> ${String(schema.exclusiveMinimum)}`), schema.maximum);
+  const high = schema.maximum === Number.MAX_SAFE_INTEGER ? undefined : schema.maximum;
+  if (schema.exclusiveMinimum !== undefined) parts.push(`> ${String(schema.exclusiveMinimum)}${high === undefined ? '' : `, ≤ ${String(high)}`}`);
+  else range(schema.minimum, high);
   if (schema.minLength === 1 && schema.maxLength === undefined) parts.push('not empty');
   else range(schema.minLength, schema.maxLength, ' characters');
   range(schema.minItems, schema.maxItems, ' items');
@@ -138,6 +152,5 @@ function accepts(schema: JsonSchema): string {
   const keys = schema.propertyNames as JsonSchema | undefined;
   if (keys && typeof keys.pattern === 'string') parts.push(`names match \`${keys.pattern}\``);
   if (schema.deprecated === true) parts.push('deprecated');
-  if (typeof schema.description === 'string') parts.push(schema.description);
-  return parts.join('; ').replace('≥ > ', '> ');
+  return parts.join('; ');
 }

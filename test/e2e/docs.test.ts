@@ -19,6 +19,7 @@ import { configJsonSchema, CONFIG_SCHEMA_FILE } from '../../src/config/json-sche
 import { docFiles, fencedBlocks } from '../helpers/docs.js';
 import { CLI } from '../helpers/ops-processes.js';
 import { REPO_ROOT } from '../helpers/paths.js';
+import { DESCRIPTIONS_FILE, descriptionsModule } from '../helpers/settings-jsdoc.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
 const run = promisify(execFile);
@@ -58,6 +59,11 @@ describe('docs that cannot drift', { timeout: 5 * 60_000 }, () => {
     assert.ok(checked >= 10, `only ${checked} yaml blocks found`);
   });
 
+  it('settings carry their source comments into the schema', () => {
+    const schema = configJsonSchema() as { properties: { mcp: { properties: { connectTimeoutMs: { description?: string } } } } };
+    assert.match(schema.properties.mcp.properties.connectTimeoutMs.description ?? '', /counts as down/);
+  });
+
   it('the schema refuses what the service refuses: a misspelled setting fails the docs check', () => {
     const ajv = new Ajv2020({ allErrors: true, strict: false });
     ajvFormats.default(ajv);
@@ -69,6 +75,7 @@ describe('docs that cannot drift', { timeout: 5 * 60_000 }, () => {
 
   it('the committed reference and schema are current (run `npm run docs:config` after changing a setting)', () => {
     const stale = 'stale: run `npm run docs:config` and commit the result';
+    assert.equal(readFileSync(path.join(REPO_ROOT, DESCRIPTIONS_FILE), 'utf8'), descriptionsModule(), `${DESCRIPTIONS_FILE} is ${stale}`);
     assert.equal(readFileSync(path.join(REPO_ROOT, CONFIG_SCHEMA_FILE), 'utf8'), configSchemaText('json'), `${CONFIG_SCHEMA_FILE} is ${stale}`);
     assert.equal(readFileSync(path.join(REPO_ROOT, 'docs/configuration.md'), 'utf8'), configSchemaText('markdown'), `docs/configuration.md is ${stale}`);
   });
