@@ -3,7 +3,8 @@
  * block marked `<!-- yaml: partial -->` is deliberately incomplete and skipped); the committed configuration reference
  * and JSON Schema are what `npm run docs:config` writes now; `toolrouter config schema`, `--version` and `config check`
  * answer as the docs say; and the command blocks marked `<!-- docs-test: run -->` run as written against a started
- * router (only its address and the `-sS --fail-with-body` that make curl report an HTTP error are the test's).
+ * router (only its address and the `-sS --fail-with-body` that make curl report an HTTP error are the test's); and no
+ * table cell runs past 200 characters (long text goes in prose).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -57,6 +58,17 @@ describe('docs that cannot drift', { timeout: 5 * 60_000 }, () => {
     }
     assert.deepEqual(problems, []);
     assert.ok(checked >= 10, `only ${checked} yaml blocks found`);
+  });
+
+  it('table cells stay short: what takes more than 200 characters is told in prose', () => {
+    const long: string[] = [];
+    for (const file of docFiles()) {
+      readFileSync(path.join(REPO_ROOT, file), 'utf8').split('\n').forEach((line, index) => {
+        if (!line.startsWith('|')) return;
+        for (const cell of line.split(/(?<!\\)\|/).slice(1, -1)) if (cell.trim().length > 200) long.push(`${file}:${index + 1}: ${cell.trim().slice(0, 60)}…`);
+      });
+    }
+    assert.deepEqual(long, []);
   });
 
   it('settings carry their source comments into the schema', () => {
