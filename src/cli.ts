@@ -110,13 +110,19 @@ program
   .option('--no-context', 'index no source descriptions, to measure what they add')
   .action(async (options: import('./cli/eval.js').TuneOptions) => (await import('./cli/eval.js')).runTune(options));
 
-program
-  .command('config')
-  .description('inspect the configuration')
+const config = program.command('config').description('inspect the configuration');
+
+config
   .command('check')
   .description('validate the configuration (file from --config or TOOLROUTER_CONFIG, then environment) and print it with secrets masked')
   .addOption(new Option('--format <format>', 'output format').choices(['yaml', 'json']).default('yaml'))
   .action(async (options: { format: 'yaml' | 'json' }) => (await import('./cli/config-check.js')).configCheck({ ...globals(), ...options }));
+
+config
+  .command('schema')
+  .description("print the configuration's JSON Schema (draft 2020-12), for editors and validators; markdown: the reference page")
+  .addOption(new Option('--format <format>', 'output format').choices(['json', 'markdown']).default('json'))
+  .action(async (options: { format: 'json' | 'markdown' }) => (await import('./cli/config-schema.js')).configSchemaCommand(options));
 
 const models = program.command('models').description('manage embedding models');
 

@@ -15,7 +15,7 @@ const run = promisify(execFile);
 
 /**
  * The package as a user gets it: `npm pack` (prepack compiles and builds the offline model into the tarball), then
- * `npm install -g` of the tarball into a temporary prefix, as the README's Install section says, with no overrides and
+ * `npm install -g` of the tarball into a temporary prefix, as docs/getting-started.md's Install section says, with no overrides and
  * the npm registry as the only network (`--prefer-offline`: from the local cache where it can), and its `toolrouter`
  * bin run from there with no model build.
  */
@@ -85,7 +85,7 @@ describe('packed package, installed globally from the registry with no overrides
     assert.ok(existsSync(path.join(modules, '@huggingface/tokenizers')));
     const bytes = Number((await run('du', ['-sb', path.join(prefix, 'lib/node_modules')])).stdout.split('\t')[0]);
     t.diagnostic(`installed size: ${(bytes / 1e6).toFixed(1)} MB (${(bytes / 2 ** 20).toFixed(1)} MiB)`);
-    // The aim is 150 MB; measured 164 MB, the rest being dependencies outside the embedding runtime (README: Install).
+    // The aim is 150 MB; measured 164 MB, the rest being dependencies outside the embedding runtime (docs/getting-started.md: Install).
     // This bound catches a runtime coming back (the @xenova/transformers install was 773 MB; v4 adds 488 MB).
     assert.ok(bytes < 200e6, `installed size ${(bytes / 1e6).toFixed(1)} MB`);
   });

@@ -1,11 +1,11 @@
 /**
- * The README's client snippets ("Pointing clients at it"), run as written: each JSON snippet and `claude mcp add` line
- * is read from README.md, and the command line or URL it registers is driven with an SDK client (only the port, the key,
+ * The docs' client snippets (docs/clients.md, "Pointing clients at it"), run as written: each JSON snippet and `claude mcp add` line
+ * is read from the docs, and the command line or URL it registers is driven with an SDK client (only the port, the key,
  * the servers file's path and the `toolrouter` command — here the CLI from source — are the test's). Also: `toolrouter
  * stdio` with no upstream says so on stderr and in search_tools, without naming an HTTP endpoint.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -14,6 +14,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { parse as parseJsonc } from 'jsonc-parser';
 import { NO_SERVERS } from '../../src/mcp/gateway/guidance.js';
+import { readDocs } from '../helpers/docs.js';
 import { CLI } from '../helpers/ops-processes.js';
 import { textOf } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';
@@ -21,11 +22,11 @@ import { startRouter, type RunningRouter } from '../helpers/router.js';
 
 const KEY = 'readme-snippet-key-0123456789';
 
-/** The fenced block after `<!-- client: name -->` in README.md. */
+/** The fenced block after `<!-- client: name -->` in the docs (README.md and docs/). */
 function snippet(name: string): string {
-  const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
-  const match = new RegExp(`<!-- client: ${name} -->\\n\`\`\`\\w+\\n([\\s\\S]*?)\`\`\``).exec(readme);
-  assert.ok(match, `README has the ${name} snippet`);
+  const docs = readDocs();
+  const match = new RegExp(`<!-- client: ${name} -->\\n\`\`\`\\w+\\n([\\s\\S]*?)\`\`\``).exec(docs);
+  assert.ok(match, `the docs have the ${name} snippet`);
   return match[1]!;
 }
 

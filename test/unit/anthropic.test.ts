@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import type { Server } from 'node:http';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import Anthropic from '@anthropic-ai/sdk';
@@ -23,7 +21,7 @@ import {
   toolUse,
 } from '../helpers/stand-in-anthropic.js';
 import { syntheticTools } from '../helpers/synthetic.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { readDocs } from '../helpers/docs.js';
 
 /** The fixture's MCP tools as an Anthropic caller declares them. */
 const asAnthropic = (tool: Tool) => ({ name: tool.name, description: tool.description ?? '', input_schema: tool.inputSchema as Anthropic.Tool.InputSchema });
@@ -190,9 +188,8 @@ describe('Claude Code through the README\'s line', () => {
   let upstream: StandInLlm;
   let api: RunningRouter;
   let key: string;
-  /** The README's Claude Code line: its base URL and its custom header, as Claude Code reads them. */
-  const readme = readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
-  const line = /^ANTHROPIC_BASE_URL=(\S+) ANTHROPIC_CUSTOM_HEADERS='([^:']+): [^']*' claude$/m.exec(readme);
+  /** The docs' Claude Code line (docs/chat-proxies.md): its base URL and its custom header, as Claude Code reads them. */
+  const line = /^ANTHROPIC_BASE_URL=(\S+) ANTHROPIC_CUSTOM_HEADERS='([^:']+): [^']*' claude$/m.exec(readDocs());
 
   before(async () => {
     upstream = await startStandInAnthropic();
@@ -220,7 +217,7 @@ describe('Claude Code through the README\'s line', () => {
       metadata: { user_id: 'user_abc_account_def_session_ghi' },
       stream: true,
     };
-    assert.ok(line, 'the README has the Claude Code line');
+    assert.ok(line, 'the docs have the Claude Code line');
     const [, baseUrl, headerName] = line;
     assert.equal(baseUrl, 'http://127.0.0.1:8080', 'the default address');
     assert.equal(headerName, 'x-toolrouter-key');
