@@ -42,7 +42,7 @@ describe('search analytics over real MCP clients and server-everything', () => {
   const flush = () => api.router.analytics!.flush();
 
   before(async () => {
-    api = await startRouter({ adminKey: ADMIN_KEY, mcp: { search: true, callTimeoutMs: 30_000, servers: { every: EVERYTHING } } });
+    api = await startRouter({ adminKey: ADMIN_KEY, mcp: { search: true, codeMode: true, callTimeoutMs: 30_000, servers: { every: EVERYTHING } } });
     await api.router.mcp.upstreams.settled();
     await api.indexed();
     alice = await generateKey(api.url, { key_alias: 'alice' });
@@ -101,16 +101,31 @@ describe('search analytics over real MCP clients and server-everything', () => {
     assert.doesNotMatch(JSON.stringify(log), new RegExp(`${alice.key}|${bob.key}|${ADMIN_KEY}`));
   });
 
+  it('logs search_tools inside code mode as its own surface, with the call the code then made', async () => {
+    const ran: any = await legacy.callTool({
+      name: 'execute',
+      arguments: { code: 'const found = await search_tools("print the environment variables"); const env = await call_tool("every__get-env", {}); return found.map((tool) => tool.name);' },
+    });
+    assert.equal(ran.isError, undefined, JSON.stringify(ran));
+    await flush();
+    const code = (await searches(ADMIN_KEY, '?surface=code')).body.searches as LoggedSearch[];
+    assert.equal(code.length, 1, JSON.stringify(code));
+    assert.equal(code[0]!.query, 'print the environment variables');
+    assert.equal(code[0]!.key, alice.key_id);
+    assert.ok(code[0]!.results.some((result) => result.name === 'every__get-env'), JSON.stringify(code[0]));
+    assert.equal(code[0]!.called, 'every__get-env');
+  });
+
   it('the summary counts answered searches and lists the search nothing came of', async () => {
     const summary = await call(api.url, 'GET', '/v1/analytics/summary', { key: ADMIN_KEY });
     assert.equal(summary.status, 200, JSON.stringify(summary.body));
     assert.ok(summary.body.searches >= 4);
-    assert.equal(summary.body.answered, 2);
+    assert.equal(summary.body.answered, 3);
     assert.equal(summary.body.searches, summary.body.answered + summary.body.abstained + summary.body.unanswered);
     assert.ok(summary.body.misses.some((miss: { query: string; count: number }) => miss.query === 'book a table at an italian restaurant for friday' && miss.count === 1), JSON.stringify(summary.body.misses));
     assert.deepEqual(
       summary.body.top_tools.map((tool: { name: string }) => tool.name).sort(),
-      ['every__echo', 'every__get-sum'],
+      ['every__echo', 'every__get-env', 'every__get-sum'],
     );
     // Tools no search returned: server-everything has more tools than these few searches found.
     assert.ok(summary.body.unused_tools.length > 0 && !summary.body.unused_tools.includes('every__get-sum'));
@@ -119,7 +134,7 @@ describe('search analytics over real MCP clients and server-everything', () => {
   it('each key sees only its own searches; the admin may narrow by key', async () => {
     const own = await searches(alice.key);
     assert.equal(own.status, 200);
-    assert.ok(own.body.searches.length >= 3);
+    assert.ok(own.body.searches.length >= 4);
     assert.ok(own.body.searches.every((search: LoggedSearch) => search.key === alice.key_id));
     const bobs = await searches(bob.key);
     assert.ok(bobs.body.searches.length >= 1);
@@ -164,7 +179,7 @@ describe('search analytics over real MCP clients and server-everything', () => {
     const traffic = await call(api.url, 'POST', '/v1/eval', { key: ADMIN_KEY, body: { from: 'traffic', grid: { steps: 4 } } });
     assert.equal(traffic.status, 200, JSON.stringify(traffic.body));
     assert.equal(traffic.body.source.from, 'traffic');
-    assert.equal(traffic.body.source.labels, 2);
+    assert.equal(traffic.body.source.labels, 3);
     assert.ok(Date.parse(traffic.body.source.first) <= Date.parse(traffic.body.source.last));
     const file = await call(api.url, 'POST', '/v1/eval', {
       key: ADMIN_KEY,
@@ -172,6 +187,7 @@ describe('search analytics over real MCP clients and server-everything', () => {
         queries: [
           { query: 'add two numbers and return their sum', expected: ['every__get-sum'] },
           { query: 'echo back the input message', expected: ['every__echo'] },
+          { query: 'print the environment variables', expected: ['every__get-env'] },
         ],
         grid: { steps: 4 },
       },
