@@ -5,10 +5,13 @@ import { Client as ClientV2, StreamableHTTPClientTransport as HttpTransportV2 } 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListToolsResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import OpenAI from 'openai';
+import type { Tool } from '../../src/catalog/types.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { textOf } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { startRouter, type RunningRouter } from '../helpers/router.js';
+import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';
+import { startStandInLlm, type StandInLlm } from '../helpers/stand-in-llm.js';
 
 /** @modelcontextprotocol/server-everything from npm, over stdio, as the upstream agents search and call. */
 const EVERYTHING = { command: process.execPath, args: [path.join(REPO_ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'], cwd: REPO_ROOT };
@@ -203,5 +206,69 @@ describe('search analytics over real MCP clients and server-everything', () => {
     assert.equal(none.status, 400);
     assert.match(none.body.error.message, /no answered search/);
     assert.equal((await call(api.url, 'POST', '/v1/eval', { key: alice.key, body: { from: 'traffic' } })).status, 403);
+  });
+});
+
+describe('search analytics on the chat proxy (the openai client, feedback off)', () => {
+  let api: RunningRouter;
+  let llm: StandInLlm;
+  const TOOLS = fixtureTools().map((tool: Tool) => ({
+    type: 'function' as const,
+    function: { name: tool.name, description: tool.description ?? '', parameters: tool.inputSchema as Record<string, unknown> },
+  }));
+
+  before(async () => {
+    llm = await startStandInLlm();
+    // Feedback off: the proxy still pairs a ranked turn with the call that follows it, for the log alone.
+    api = await startRouter({ upstreamLlmUrl: llm.url, feedback: { enabled: false }, chat: { k: 3 }, search: { activation: { maxTools: 0, maxTokens: 0 } } });
+  });
+
+  after(async () => {
+    await api?.close();
+    await llm?.close();
+  });
+
+  it('logs the ranking of each request and credits the tool the model then called', async () => {
+    const client = new OpenAI({ baseURL: `${api.url}/v1`, apiKey: 'provider-key', maxRetries: 0 });
+    const question = { role: 'user' as const, content: 'what is the weather forecast for Lisbon tomorrow' };
+    await client.chat.completions.create({ model: 'm', messages: [question], tools: TOOLS });
+    const kept = (llm.received.at(-1)!.json.tools as { function: { name: string } }[]).map((tool) => tool.function.name);
+    assert.ok(kept.includes('weather__get_forecast'), kept.join(', '));
+    await client.chat.completions.create({
+      model: 'm',
+      messages: [
+        question,
+        { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'weather__get_forecast', arguments: '{"city":"Lisbon"}' } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+      ],
+      tools: TOOLS,
+    });
+    await api.router.analytics!.flush();
+    const logged = (await api.request('GET', '/v1/analytics/searches?surface=proxy')).body.searches as LoggedSearch[];
+    assert.equal(logged.length, 2, 'one ranking per request');
+    const first = logged.at(-1)!;
+    // The proxy's query is built from the recent user turns (the last one weighs double): the log keeps it as ranked.
+    assert.match(first.query, /^what is the weather forecast for Lisbon tomorrow/);
+    assert.equal(first.results.length, 3);
+    assert.equal(first.called, 'weather__get_forecast', JSON.stringify(logged));
+    assert.equal(first.key, undefined, 'an open service has no keys');
+    assert.equal(api.router.feedback, undefined);
+  });
+
+  it('logs REST searches, and the summary and traffic evaluation read them', async () => {
+    assert.equal((await api.request('PUT', '/v1/catalog/sources/fixture', { tools: fixtureTools() })).status, 200);
+    await api.indexed();
+    const rest = await api.post('/v1/tools/search', { query: 'translate ancient sumerian poetry into klingon', min_score: 0.99 });
+    assert.equal(rest.status, 200);
+    assert.deepEqual(rest.body.results, []);
+    await api.router.analytics!.flush();
+    const [abstained] = (await api.request('GET', '/v1/analytics/searches?surface=rest&limit=1')).body.searches as LoggedSearch[];
+    assert.equal(abstained!.abstained, true);
+    const summary = (await api.request('GET', '/v1/analytics/summary')).body;
+    assert.ok(summary.abstained >= 1);
+    assert.ok(summary.misses.some((miss: { query: string }) => miss.query === 'translate ancient sumerian poetry into klingon'));
+    const traffic = await api.post('/v1/eval', { from: 'traffic' });
+    assert.equal(traffic.status, 200, JSON.stringify(traffic.body));
+    assert.equal(traffic.body.source.labels, 1);
   });
 });
