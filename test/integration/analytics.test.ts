@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
@@ -206,6 +208,17 @@ describe('search analytics over real MCP clients and server-everything', () => {
     assert.equal(none.status, 400);
     assert.match(none.body.error.message, /no answered search/);
     assert.equal((await call(api.url, 'POST', '/v1/eval', { key: alice.key, body: { from: 'traffic' } })).status, 403);
+  });
+
+  it('`toolrouter tune --from-traffic` prints the same evaluation from the running service', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'src/cli.ts'), 'tune', '--from-traffic', '--url', api.url, '--steps', '4'], {
+      env: { ...process.env, ADMIN_KEY },
+      timeout: 60_000,
+    });
+    assert.match(stdout, /traffic: 3 labels \(answered searches\) from \S+ to \S+/);
+    const file = await call(api.url, 'POST', '/v1/eval', { key: ADMIN_KEY, body: { from: 'traffic', grid: { steps: 4 } } });
+    const best = file.body.best as { fusion: string; weights: { bm25: number; vector: number } };
+    assert.ok(stdout.includes(`best: fusion=${best.fusion} weights={bm25: ${best.weights.bm25}, vector: ${best.weights.vector}}`), stdout);
   });
 });
 
