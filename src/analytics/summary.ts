@@ -15,7 +15,7 @@ export interface SearchSummary {
   unanswered: number;
   /** Unanswered searches still within the window, which a call may yet answer. */
   waiting: number;
-  /** Queries that found nothing or nothing came of, most frequent first (equal queries, or equal hashes, grouped). */
+  /** Queries that found nothing, or that nothing came of within the window; most frequent first (equal queries, or equal hashes, grouped). */
   misses: { query: string; count: number }[];
   /** Tools called after searches, most first. */
   top_tools: { name: string; count: number }[];
@@ -41,7 +41,11 @@ export function summarise(records: readonly SearchRecord[], catalogTools: readon
       continue;
     }
     if (record.abstained) abstained++;
-    else if (record.time + options.windowMs > options.now) waiting++;
+    else if (record.time + options.windowMs > options.now) {
+      // Not a miss yet: a call may still answer it.
+      waiting++;
+      continue;
+    }
     // Queries kept as nothing (analytics.queries off) cannot be grouped.
     if (record.query !== '') misses.set(record.query, (misses.get(record.query) ?? 0) + 1);
   }

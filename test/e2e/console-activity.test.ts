@@ -39,7 +39,7 @@ describe('console: Activity view and tuning from traffic', { timeout: 5 * 60_000
     await client?.close().catch(() => {});
     await browser?.close();
     await api?.close();
-    rmSync(dir, { recursive: true, force: true });
+    if (!process.env.KEEP_SCREENSHOTS) rmSync(dir, { recursive: true, force: true });
   });
 
   const overflow = (page: Page) => page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as Promise<number>;
