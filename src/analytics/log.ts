@@ -63,29 +63,30 @@ export class SearchLog implements SearchObserver {
     this.timer.unref();
   }
 
-  /** SearchObserver: a face's search was answered. */
+  /** SearchObserver: a face's search was answered. Only the time is taken here; the record is built off the request path. */
   searched(search: Parameters<SearchObserver['searched']>[0]): void {
-    try {
-      const surface = (SEARCH_SURFACES as readonly string[]).includes(search.surface) ? (search.surface as SearchSurface) : 'rest';
-      const results = search.results.slice(0, MAX_RECORDED_RESULTS).map((hit) => ({ name: hit.tool.name, score: round(hit.score) }));
-      const record: SearchRecord = {
-        id: randomUUID(),
-        time: this.now(),
-        surface,
-        ...(search.key === undefined ? {} : { key: search.key }),
-        query: this.queryText(search.query),
-        results,
-        matched: search.matched ?? search.results.length,
-        abstained: results.length === 0,
-        ms: round(search.ms),
-      };
-      if (record.abstained) this.options.metrics?.searchOutcomes.inc({ surface, outcome: 'abstained' });
-      else this.watch(record);
-      const pending = record.abstained ? undefined : { match: matchKey(search.key, search.query), ttlMs: this.windowMs };
-      this.enqueue(() => this.store.append(record, pending));
-    } catch (error) {
-      this.dropped(error);
-    }
+    const time = this.now();
+    this.enqueue(() => this.record(search, time));
+  }
+
+  private async record(search: Parameters<SearchObserver['searched']>[0], time: number): Promise<void> {
+    const surface = (SEARCH_SURFACES as readonly string[]).includes(search.surface) ? (search.surface as SearchSurface) : 'rest';
+    const results = search.results.slice(0, MAX_RECORDED_RESULTS).map((hit) => ({ name: hit.tool.name, score: round(hit.score) }));
+    const record: SearchRecord = {
+      id: randomUUID(),
+      time,
+      surface,
+      ...(search.key === undefined ? {} : { key: search.key }),
+      query: this.queryText(search.query),
+      results,
+      matched: search.matched ?? search.results.length,
+      abstained: results.length === 0,
+      ms: round(search.ms),
+    };
+    if (record.abstained) this.options.metrics?.searchOutcomes.inc({ surface, outcome: 'abstained' });
+    else this.watch(record);
+    const pending = record.abstained ? undefined : { match: matchKey(search.key, search.query), ttlMs: this.windowMs };
+    await this.store.append(record, pending);
   }
 
   /**
@@ -94,9 +95,8 @@ export class SearchLog implements SearchObserver {
    * the tool and has no call yet gets it.
    */
   credited(credit: Credit): void {
-    const match = matchKey(credit.scope, credit.query);
     this.enqueue(async () => {
-      const record = await this.store.credit(match, credit.tool);
+      const record = await this.store.credit(matchKey(credit.scope, credit.query), credit.tool);
       if (!record) return;
       this.options.metrics?.searchOutcomes.inc({ surface: record.surface, outcome: 'answered' });
       this.watched.delete(record.id);
@@ -156,6 +156,8 @@ export class SearchLog implements SearchObserver {
   }
 
   private async drain(): Promise<void> {
+    // The first write waits for the event loop's next turn: the request that recorded it is answered first.
+    await new Promise((resolve) => setImmediate(resolve));
     try {
       for (let write = this.queue.shift(); write; write = this.queue.shift()) {
         try {
