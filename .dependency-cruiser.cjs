@@ -36,7 +36,7 @@ const LAYERS = [
   { name: 'embedding', path: '^src/embedding/' },
   { name: 'index', path: '^src/indexing/' },
   { name: 'search', path: '^src/search/' },
-  { name: 'services', path: '^src/(feedback|auth)/' },
+  { name: 'services', path: '^src/(feedback|auth|analytics)/' },
   { name: 'eval', path: '^src/eval/' },
   { name: 'codemode', path: '^src/codemode/' },
   { name: 'faces', path: '^src/(http|chat|mcp|console)/' },

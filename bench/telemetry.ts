@@ -46,7 +46,7 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
 
 // 1. The helper itself, tracing off: a resolved search answer, so only the wrapper's own cost is left.
 async function helperOverhead(): Promise<{ bareNs: number; wrappedNs: number }> {
-  const answer = { results: [{ scores: {} }] };
+  const answer = { results: [{ tool: { name: 'tool' }, score: 0.5, scores: {} }] };
   const work = () => Promise.resolve(answer);
   const calls = 1_000_000;
   const bare: number[] = [];

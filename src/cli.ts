@@ -99,16 +99,25 @@ program
 
 program
   .command('tune')
-  .description('grid-search fusion method and weights on labelled queries and print the best setting')
-  .requiredOption('--catalog <file>', 'tool catalog (same formats as eval)')
-  .requiredOption('--queries <file>', 'labelled queries (same formats as eval)')
+  .description('grid-search fusion method and weights on labelled queries (a file, or a running service\'s traffic) and print the best setting')
+  .option('--catalog <file>', 'tool catalog (same formats as eval)')
+  .option('--queries <file>', 'labelled queries (same formats as eval)')
+  .option('--from-traffic', 'evaluate on a running service\'s traffic instead: each answered search labelled by the tool then called (ADMIN_KEY)')
+  .option('--url <url>', 'with --from-traffic: the running service', 'http://127.0.0.1:8080')
+  .option('--since <time>', 'with --from-traffic: only searches since this ISO 8601 time')
+  .option('--apply', 'with --from-traffic: apply the best setting to the service')
   .option('--steps <n>', 'grid resolution for the bm25/vector weight split', positiveInteger, 10)
   .option('--limit <n>', 'use only the first n queries', positiveInteger)
   .option('--feedback <file>', 'replay these labelled queries as feedback first, and search the feedback weight too')
   .option('--feedback-split', 'replay every other query of --queries as feedback and tune on the rest')
   .option('--descriptions <file>', 'JSON server → description for a catalog of server__tool names (server context)')
   .option('--no-context', 'index no source descriptions, to measure what they add')
-  .action(async (options: import('./cli/eval.js').TuneOptions) => (await import('./cli/eval.js')).runTune(options));
+  .action(async (options: import('./cli/eval.js').TuneOptions & { fromTraffic?: boolean; url: string; since?: string; apply?: boolean }) => {
+    if (options.fromTraffic) return (await import('./cli/traffic.js')).runTuneFromTraffic(options);
+    const { StartupError } = await import('./cli/startup.js');
+    if (!options.catalog || !options.queries) throw new StartupError('tune needs --catalog and --queries (or --from-traffic)');
+    return (await import('./cli/eval.js')).runTune(options);
+  });
 
 const config = program.command('config').description('inspect the configuration');
 

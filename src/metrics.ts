@@ -252,6 +252,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Search analytics (src/analytics): what came of each search, once it is known.
+
+  readonly searchOutcomes = new Counter({
+    name: 'toolrouter_search_outcomes_total',
+    help: 'Searches by surface and outcome: answered (a found tool was then called), unanswered (none within the window), abstained (nothing found)',
+    labelNames: ['surface', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly searchLogDropped = new Counter({
+    name: 'toolrouter_search_log_dropped_total',
+    help: 'Search log writes dropped because the write queue was full or the store failed',
+    registers: [this.registry],
+  });
+
   /** `processMetrics`: also Node's own (memory, event loop, GC...), as a server or worker exports them. */
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'toolrouter_' });

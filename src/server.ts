@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { Express, Router } from 'express';
 import type { Logger } from 'pino';
+import { creditingRecorder } from './analytics/credit.js';
+import type { SearchLog } from './analytics/log.js';
+import { startAnalytics } from './analytics/service.js';
 import { Auth } from './auth/auth.js';
 import { Identity } from './auth/identity/identity.js';
 import { MemoryKeyStore, RedisKeyStore } from './auth/key-store.js';
@@ -40,6 +43,8 @@ export interface Toolrouter {
   search: SearchService;
   /** Learning from usage; undefined when feedback.enabled is false. */
   feedback: FeedbackService | undefined;
+  /** The search log (GET /v1/analytics/*); undefined when analytics.enabled is false. */
+  analytics: SearchLog | undefined;
   embedder: Embedder;
   app: Express;
   log: Logger;
@@ -112,7 +117,13 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const feedback = await startFeedback({ settings: config.feedback, metrics }, embedder, log, bus);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
-  const search = new SearchService({ catalog, indexes, embedder, settings: config.search, feedback, reranker, metrics });
+  // Every search a face marks is logged (one log for all instances with Redis); recording never holds a search up.
+  const analytics = startAnalytics({ settings: config.analytics, metrics, log, ...(bus ? { bus } : {}) });
+  if (analytics) closers.push(() => analytics.close());
+  const search = new SearchService({ catalog, indexes, embedder, settings: config.search, feedback, reranker, metrics, ...(analytics ? { observer: analytics } : {}) });
+  // What the MCP and chat faces credit a call to (a search followed by a call of a tool it found) reaches the search
+  // log as "the tool then called" as well as feedback: one pairing for both.
+  const credits = analytics ? creditingRecorder(analytics, feedback) : feedback;
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
   const defaults = await startSearchDefaults(search, { bus, log });
   closers.push(() => defaults.close());
@@ -134,9 +145,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, upstreamAnthropicUrl: config.upstreamAnthropicUrl, bodyLimit: config.bodyLimit, limits: config.limits };
-  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
+  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback: credits, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
@@ -171,7 +182,8 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey },
     errorShapes: [{ matches: isAnthropicPath, send: sendAnthropicError }, { matches: isProxyPath, send: sendOpenAiError }, mcpErrorShape],
-    tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults },
+    tuning: { catalog, indexes, search, embedder, config: { catalog: config.catalog, search: searchConfig, feedback: config.feedback, embedding: config.embedding }, defaults, ...(analytics ? { traffic: analytics } : {}) },
+    analytics,
     redis,
     ...(bus ? { redisHealth: bus.health } : {}),
     auth,
@@ -188,7 +200,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, feedback, embedder, app, log, metrics, mcp, close };
+  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, close };
 }
 
 /** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */

@@ -7,6 +7,7 @@ import { z } from 'zod';
  * the loading from file and environment. Modules import their own settings file, never this one: the server and the
  * CLI hand each module its slice (`npm run lint` checks the direction, see .dependency-cruiser.cjs).
  */
+import { analyticsSettingsSchema } from '../analytics/settings.js';
 import { authSettingsSchema, keysSettingsSchema, securitySettingsSchema } from '../auth/settings.js';
 import { catalogSettingsSchema, limitsSettingsSchema } from '../catalog/settings.js';
 import { chatSettingsSchema } from '../chat/settings.js';
@@ -60,6 +61,8 @@ export const configSchema = z.object({
   embedding: embeddingSettingsSchema({ modelsDir: () => defaultModelsDir() }),
   search: searchSettingsSchema,
   feedback: feedbackSettingsSchema,
+  /** The search log (src/analytics): every search, what it found and the tool then called; GET /v1/analytics/*. */
+  analytics: analyticsSettingsSchema,
   upstreamLlmUrl: z.string().url().optional(),
   /** Anthropic-compatible base URL for `/v1/messages` (as ANTHROPIC_BASE_URL is written: `https://api.anthropic.com`). */
   upstreamAnthropicUrl: z.string().url().optional(),

@@ -1,8 +1,9 @@
-/* global document, window, fetch, sessionStorage, localStorage, AbortController, FileReader, setTimeout, clearTimeout */
+/* global document, window, fetch, sessionStorage, localStorage, AbortController, FileReader, setTimeout, clearTimeout, setInterval */
 // toolrouter web console: plain ES module, no build step. Everything shown comes from the REST API.
 
 const KEY_STORAGE = 'toolrouter.apiKey';
 const SEARCH_DEBOUNCE_MS = 200;
+const ACTIVITY_POLL_MS = 3_000;
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 const $ = (selector) => document.querySelector(selector);
@@ -419,6 +420,59 @@ function bar(label, value, share, text) {
   );
 }
 
+// --- activity ----------------------------------------------------------------------------------------------------
+
+/** Search ids already shown, so the ones that arrived since the last poll can be marked. */
+let seenSearches;
+let activityRunning = false;
+
+async function loadActivity() {
+  if (activityRunning) return;
+  activityRunning = true;
+  try {
+    const [log, summary] = await Promise.all([api('GET', '/v1/analytics/searches?limit=50'), api('GET', '/v1/analytics/summary')]);
+    showError('activity');
+    renderActivity(log.searches, summary);
+  } catch (error) {
+    showError('activity', error);
+  } finally {
+    activityRunning = false;
+  }
+}
+
+function renderActivity(searches, summary) {
+  for (const name of ['searches', 'answered', 'unanswered', 'abstained']) {
+    const waiting = name === 'unanswered' && summary.waiting ? ` (${summary.waiting} within the window)` : '';
+    $(`[data-count="${name}"]`).textContent = `${summary[name]}${waiting}`;
+  }
+  const before = seenSearches;
+  seenSearches = new Set(searches.map((search) => search.id));
+  const query = (search) => (search.query === '' ? el('i', { text: 'not kept' }) : search.query);
+  $('[data-testid="activity-searches"] tbody').replaceChildren(
+    ...searches.map((search) =>
+      el(
+        'tr',
+        { 'data-search': search.id, class: [before && !before.has(search.id) ? 'fresh' : '', search.abstained ? 'abstained' : ''].join(' ').trim() },
+        el('td', { class: 'nowrap', 'data-label': 'time', text: new Date(search.time).toLocaleTimeString() }),
+        el('td', { class: 'nowrap', 'data-label': 'surface', text: search.key ? `${search.surface} · ${search.key}` : search.surface }),
+        el('td', { class: 'query', 'data-label': 'query' }, query(search)),
+        el('td', { class: 'found', 'data-label': 'found', text: search.abstained ? 'nothing' : search.results.slice(0, 3).map((result) => `${result.name} ${fixed(result.score, 2)}`).join(', ') }),
+        el('td', { 'data-label': 'called', 'data-called': search.called ?? '', text: search.called ?? '—' }),
+        el('td', { class: 'num', 'data-label': 'ms', text: fixed(search.ms, 1) }),
+      ),
+    ),
+  );
+  const rows = (items, first, second) => items.map((item) => el('tr', {}, el('td', {}, first(item)), el('td', { class: 'num', text: String(second(item)) })));
+  $('[data-testid="activity-misses"] tbody').replaceChildren(...rows(summary.misses, (miss) => miss.query, (miss) => miss.count));
+  $('[data-testid="activity-top-tools"] tbody').replaceChildren(...rows(summary.top_tools, (tool) => tool.name, (tool) => tool.count));
+  const more = summary.unused_count > summary.unused_tools.length ? [el('li', { class: 'muted', text: `… ${summary.unused_count - summary.unused_tools.length} more` })] : [];
+  $('[data-testid="activity-unused"]').replaceChildren(...summary.unused_tools.map((name) => el('li', { text: name })), ...more);
+}
+
+function pollActivity() {
+  if ($('#activity-live').checked && document.visibilityState !== 'hidden') void loadActivity();
+}
+
 // --- tuning ------------------------------------------------------------------------------------------------------
 
 /** Parses the JSONL text; returns the queries and, for each, the line it came from (for error messages). */
@@ -468,6 +522,26 @@ async function runEvaluation() {
   }
 }
 
+async function runTrafficEvaluation() {
+  showError('tuning');
+  const status = $('[data-testid="eval-status"]');
+  const steps = Number($('#grid-steps').value);
+  const button = $('#run-traffic-eval');
+  button.disabled = true;
+  status.textContent = 'evaluating on traffic (answered searches, labelled by the tool then called)…';
+  try {
+    const result = await api('POST', '/v1/eval', { from: 'traffic', grid: { steps } });
+    const { source } = result;
+    status.textContent = `traffic: ${source.labels} labels, from ${new Date(source.first).toLocaleString()} to ${new Date(source.last).toLocaleString()}`;
+    renderEvaluation(result, []);
+  } catch (error) {
+    status.textContent = '';
+    showError('tuning', error);
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function renderEvaluation(result, lines) {
   $('#eval-results').hidden = false;
   const { best, current } = result;
@@ -490,6 +564,11 @@ function renderEvaluation(result, lines) {
       `${current.fusion}, bm25 ${current.weights.bm25} / vector ${current.weights.vector} — Recall@1 ${pct(current.recallAt1)}, Recall@5 ${pct(current.recallAt5)}, MRR ${fixed(current.mrr)}`,
     ),
   );
+  if (result.min_scores) {
+    $('[data-testid="eval-summary"]').append(
+      el('p', { 'data-testid': 'eval-min-scores' }, el('b', { text: 'min_score (current weights): ' }), result.min_scores.map((cut) => `${cut.min_score} → Recall@5 ${pct(cut.recallAt5)}`).join(' · ')),
+    );
+  }
   const charts = ['weighted', 'rrf'].map((fusion) => chart(fusion, result.rows.filter((row) => row.fusion === fusion), best, current));
   $('[data-testid="eval-charts"]').replaceChildren(...charts, legend());
   $('[data-testid="eval-table"] tbody').replaceChildren(
@@ -613,6 +692,7 @@ async function refreshAll() {
   if (defaults) setPlayground(defaults.weights, defaults.fusion);
   await loadCatalog();
   await runSearch();
+  await loadActivity();
 }
 
 function start() {
@@ -640,6 +720,10 @@ function start() {
   });
   $('#queries-file').addEventListener('change', (event) => readFile(event.target));
   $('#run-eval').addEventListener('click', () => void runEvaluation());
+  $('#run-traffic-eval').addEventListener('click', () => void runTrafficEvaluation());
+  $('#activity-live').addEventListener('change', pollActivity);
+  // Searches as they arrive: polled while the box is ticked and the page is in view.
+  setInterval(pollActivity, ACTIVITY_POLL_MS);
   $('#reset-settings').addEventListener('click', () => void resetSettings());
   void refreshAll();
 }

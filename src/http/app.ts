@@ -9,6 +9,7 @@ import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
 import { requestLog } from './request-log.js';
+import { analyticsRoutes, type AnalyticsRouteOptions } from './routes/analytics.js';
 import { catalogRoutes, type CatalogRouteOptions } from './routes/catalog.js';
 import { healthRoutes, type HealthRouteOptions } from './routes/health.js';
 import { indexRoutes, type IndexRouteOptions } from './routes/index-status.js';
@@ -23,7 +24,7 @@ import { tracing } from '../telemetry/tracing.js';
  * What the app is built from: each route's own options (the catalog, index, search and health routes declare what they
  * read), plus what the app itself mounts and checks. `metrics` also counts every request.
  */
-export interface AppOptions extends CatalogRouteOptions, HealthRouteOptions, IndexRouteOptions, SearchRouteOptions {
+export interface AppOptions extends CatalogRouteOptions, HealthRouteOptions, IndexRouteOptions, SearchRouteOptions, AnalyticsRouteOptions {
   log: Logger;
   bodyLimit: string;
   /** Deepest JSON nesting accepted in a request body (limits.jsonDepth). */
@@ -104,6 +105,7 @@ export function createApp(options: AppOptions): Express {
   app.use(catalogRoutes(options));
   app.use(indexRoutes(options));
   if (options.tuning) app.use(tuningRoutes(options.tuning));
+  app.use(analyticsRoutes(options));
   if (options.consoleDir) app.use(consoleRoutes(options.consoleDir));
   for (const router of options.routers ?? []) app.use(router);
   app.use(notFoundRoute);

@@ -107,6 +107,24 @@ export interface SearchRequest {
   rerank?: boolean;
   /** Attach each hit's calibration features (evaluation only; never set from a request). */
   explain?: boolean;
+  /** Where this search came from, for the search log (SearchObserver); absent, the search is not logged (evaluation, tuning). */
+  observe?: SearchObservation;
+}
+
+/** Which face asked and for whom: what the search log records besides the search itself. */
+export interface SearchObservation {
+  /** The face (src/analytics SEARCH_SURFACES: mcp, mcp_list, code, rest, proxy, proxy_search). */
+  surface: string;
+  /** The caller's key id; absent for the admin and open callers. */
+  key?: string;
+}
+
+/**
+ * Told of every search that carries `observe` once it is answered (src/analytics records it). Must return at once and
+ * never throw: a search never waits for, or fails because of, what watches it.
+ */
+export interface SearchObserver {
+  searched(search: SearchObservation & { query: string; results: readonly SearchHit[]; matched?: number; ms: number }): void;
 }
 
 /** The feedback signal (src/feedback): tools called for similar past queries, scored in [-1, 1]. */
@@ -218,11 +236,14 @@ export interface SearchServiceOptions {
   reranker?: Reranker;
   /** The router's metrics (search duration, results, fallbacks, reranks); without it nothing is counted. */
   metrics?: Metrics;
+  /** The search log: told of each search that says where it came from (`observe`); without it nothing is logged. */
+  observer?: SearchObserver;
 }
 
 export class SearchService {
   readonly feedback?: FeedbackSignal;
   readonly metrics?: Metrics;
+  readonly observer?: SearchObserver;
   private readonly catalog: Catalog;
   private readonly indexes: IndexManager;
   private readonly embedder: Embedder;
@@ -234,13 +255,14 @@ export class SearchService {
   private readonly haystacks = new WeakMap<CatalogSnapshot, RegexHaystacks>();
   private readonly labelSets = new WeakMap<SearchIndex, { snapshot: CatalogSnapshot; byKey: Map<string, VisibleLabels> }>();
 
-  constructor({ catalog, indexes, embedder, settings, feedback, reranker, metrics }: SearchServiceOptions) {
+  constructor({ catalog, indexes, embedder, settings, feedback, reranker, metrics, observer }: SearchServiceOptions) {
     this.catalog = catalog;
     this.indexes = indexes;
     this.embedder = embedder;
     if (feedback) this.feedback = feedback;
     if (reranker) this.reranker = reranker;
     if (metrics) this.metrics = metrics;
+    if (observer) this.observer = observer;
     this.current = settings;
     this.pinned = new Set(settings.pinned);
   }
@@ -266,9 +288,15 @@ export class SearchService {
   async search(request: SearchRequest): Promise<SearchResponse> {
     const { query, mode } = this.parse(request);
     const stopTimer = this.metrics?.searchDuration.startTimer({ mode });
+    const started = performance.now();
     const response = await searchSpan({ mode, topK: request.topK, query }, () => this.answer(query, mode, request));
     stopTimer?.();
     this.metrics?.searchResults.observe({ mode }, response.results.length);
+    if (this.observer && request.observe) {
+      const { surface, key } = request.observe;
+      const ms = performance.now() - started;
+      this.observer.searched({ surface, ...(key === undefined ? {} : { key }), query: request.query.trim(), results: response.results, ms, ...(response.matched === undefined ? {} : { matched: response.matched }) });
+    }
     return response;
   }
 

@@ -104,11 +104,15 @@ export function httpServerSpan(req: RoutedRequest, res: ServerResponse, next: ()
 // Search and embeddings
 
 interface SearchAnswer {
-  results: readonly { scores: { rerank?: number } }[];
+  results: readonly { tool: { name: string }; score: number; scores: { rerank?: number } }[];
   fallback?: { reason: string };
 }
 
-/** One search over the live index: mode, top_k, hits, and whether it fell back to BM25 or was reranked. */
+/**
+ * One search over the live index: mode, top_k, hits, the results' names and scores, its outcome as known when it
+ * answers (`found`, or `abstained` when nothing was returned; whether a found tool is then called is the search log's,
+ * src/analytics), and whether it fell back to BM25 or was reranked.
+ */
 export function searchSpan<R extends SearchAnswer>(request: { mode: string; topK?: number; query: string }, work: () => Promise<R>): Promise<R> {
   if (!tracing.enabled) return work();
   const attributes = {
@@ -120,6 +124,9 @@ export function searchSpan<R extends SearchAnswer>(request: { mode: string; topK
     const answer = await work();
     span.setAttributes({
       'toolrouter.search.hits': answer.results.length,
+      'toolrouter.search.results': answer.results.map((hit) => hit.tool.name),
+      'toolrouter.search.scores': answer.results.map((hit) => hit.score),
+      'toolrouter.search.outcome': answer.results.length === 0 ? 'abstained' : 'found',
       'toolrouter.search.rerank': answer.results.some((hit) => hit.scores.rerank !== undefined),
       ...(answer.fallback ? { 'toolrouter.search.fallback': answer.fallback.reason } : {}),
     });

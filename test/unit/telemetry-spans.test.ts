@@ -30,12 +30,16 @@ describe('toolrouter spans', () => {
   }
 
   test('search and tool-call content stays off spans unless content capture is on', async () => {
-    await searchSpan({ mode: 'bm25', topK: 3, query: 'secret plans' }, async () => ({ results: [{ scores: { rerank: 0.5 } }], fallback: { reason: 'embedding_timeout' } }));
+    await searchSpan({ mode: 'bm25', topK: 3, query: 'secret plans' }, async () => ({ results: [{ tool: { name: 'plans__read' }, score: 0.42, scores: { rerank: 0.5 } }], fallback: { reason: 'embedding_timeout' } }));
     const search = await finished('toolrouter.search');
     assert.equal(search.attributes['toolrouter.search.query'], undefined);
     assert.equal(search.attributes['toolrouter.search.hits'], 1);
     assert.equal(search.attributes['toolrouter.search.rerank'], true);
     assert.equal(search.attributes['toolrouter.search.fallback'], 'embedding_timeout');
+    // Names and scores are the router's own (tool names, not content): always on the span, with the outcome.
+    assert.deepEqual(search.attributes['toolrouter.search.results'], ['plans__read']);
+    assert.deepEqual(search.attributes['toolrouter.search.scores'], [0.42]);
+    assert.equal(search.attributes['toolrouter.search.outcome'], 'found');
     await mcpServerToolSpan({ name: 'quiet_tool', arguments: { password: 'hunter2' } }, async () => ({ content: [] }));
     assert.equal((await finished('tools/call quiet_tool')).attributes['gen_ai.tool.call.arguments'], undefined);
 
@@ -48,6 +52,7 @@ describe('toolrouter spans', () => {
     }
     const captured = await finished((span) => span.attributes['toolrouter.search.query'] === 'captured query');
     assert.equal(captured.attributes['toolrouter.search.mode'], 'bm25', 'the query is on the span with capture on');
+    assert.equal(captured.attributes['toolrouter.search.outcome'], 'abstained', 'a search that returned nothing abstained');
     assert.equal((await finished('tools/call loud_tool')).attributes['gen_ai.tool.call.arguments'], '{"city":"Oslo"}');
   });
 

@@ -2,7 +2,7 @@ import { Access } from '../../auth/access.js';
 import type { Catalog, CatalogEntry } from '../../catalog/catalog.js';
 import type { Embedder } from '../../embedding/embedder.js';
 import { ActivationPolicy, decideActivation, type Activation, type ActivationThresholds } from '../../search/activation.js';
-import { SearchService, type SearchMode } from '../../search/search.js';
+import { SearchService, type SearchMode, type SearchObservation } from '../../search/search.js';
 import { toolTokens, totalTokens } from '../../search/tokens.js';
 import { conversationQuery } from './query.js';
 import {
@@ -146,6 +146,7 @@ export class ToolRewriter {
       visible: (entry) => !exclude.has(entry.tool.name) && visible(entry.tool.name),
       feedbackScope: access.scope,
       minScore: this.options.search.settings.minScore ?? 0,
+      observe: observation('proxy_search', access.scope),
     });
     const byName = new Map(functions.map((tool) => [tool.function.name, tool]));
     return results.flatMap((hit) => {
@@ -157,7 +158,7 @@ export class ToolRewriter {
   /** Search over one request's tool index with the router's current defaults. */
   private requestSearch(index: ToolIndex, k: number, excluded: number): SearchService {
     const settings = this.options.search.settings;
-    const { feedback, metrics } = this.options.search;
+    const { feedback, metrics, observer } = this.options.search;
     return new SearchService({
       catalog: index.catalog,
       indexes: index.indexes,
@@ -165,6 +166,8 @@ export class ToolRewriter {
       // Feedback is by tool name: what conversations called for similar queries counts for the request's tools too.
       ...(feedback ? { feedback } : {}),
       ...(metrics ? { metrics } : {}),
+      // The search log records the proxy's rankings over a request's own tools as it does catalog searches.
+      ...(observer ? { observer } : {}),
       settings: {
         ...settings,
         mode: this.mode,
@@ -256,6 +259,7 @@ export class ToolRewriter {
       mode: this.mode,
       visible: (entry) => !required.has(entry.tool.name) && !sticky.has(entry.tool.name),
       feedbackScope: scope,
+      observe: observation('proxy', scope),
     });
     const cache = hit ? 'hit' : 'miss';
     if (ranked.results.length === 0) return unchanged('no_match', query, cache);
@@ -357,6 +361,7 @@ export class ToolRewriter {
         mode: this.mode,
         visible: (entry) => !taken.has(entry.tool.name) && access.canSee(entry),
         feedbackScope: access.scope,
+        observe: observation('proxy', access.scope),
       });
       for (const hit of results) {
         forwarded.push(renderTool(hit.tool));
@@ -389,4 +394,9 @@ export class ToolRewriter {
       },
     };
   }
+}
+
+/** The search log's note of a proxy search: its surface and the caller's key. */
+function observation(surface: 'proxy' | 'proxy_search', key: string | undefined): SearchObservation {
+  return key === undefined ? { surface } : { surface, key };
 }

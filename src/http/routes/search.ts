@@ -54,6 +54,7 @@ export function searchRoute({ search, maxQueryLength, indexes }: SearchRouteOpti
       // caller who sees everything passes no filter: the index searches then run unfiltered.
       ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: access.viewKey } : {}),
       feedbackScope: access.scope,
+      observe: { surface: 'rest', ...(access.scope === undefined ? {} : { key: access.scope }) },
     });
     // `select:` always answers with full definitions: it is how a brief answer's tools are fetched.
     const selecting = body.query.trim().toLowerCase().startsWith(SELECT_PREFIX);

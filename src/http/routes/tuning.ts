@@ -1,5 +1,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
+import type { SearchLog } from '../../analytics/log.js';
+import { trafficLabels } from '../../analytics/summary.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { LabelledQuery } from '../../catalog/types.js';
 import type { Embedder } from '../../embedding/embedder.js';
@@ -8,7 +10,7 @@ import { evaluate } from '../../eval/metrics.js';
 import { RANKED_DEPTH, tune } from '../../eval/tune.js';
 import type { IndexManager } from '../../indexing/manager.js';
 import type { SearchDefaults } from '../../search/defaults.js';
-import type { SearchService } from '../../search/search.js';
+import type { PreparedSearch, SearchService } from '../../search/search.js';
 import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../search/weights.js';
 import { ToolrouterError } from '../../errors.js';
 import { assertAdmin } from '../auth.js';
@@ -29,7 +31,12 @@ export interface TuningRouteOptions {
   embedder: Embedder;
   config: EngineConfig;
   defaults: SearchDefaults;
+  /** The search log, for `POST /v1/eval {from: "traffic"}`; absent (analytics off), traffic cannot be evaluated. */
+  traffic?: SearchLog;
 }
+
+/** min_score values each evaluation reports Recall and MRR at (with the current weights and fusion). */
+export const MIN_SCORE_STEPS = [0, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3] as const;
 
 const settingsBody = z
   .object({
@@ -45,7 +52,7 @@ const settingsBody = z
  * put on this router alone.
  */
 export function tuningRoutes(deps: TuningRouteOptions): Router {
-  const { catalog, search, config, defaults } = deps;
+  const { catalog, search, config, defaults, traffic } = deps;
   const router = Router();
   const maxQueryLength = config.search.maxQueryLength;
   const evalBody = z
@@ -80,13 +87,60 @@ export function tuningRoutes(deps: TuningRouteOptions): Router {
     })
     .strict();
 
+  // Traffic labels: each answered search of the log, labelled by the tool then called (src/analytics/summary.ts).
+  const trafficBody = z
+    .object({
+      from: z.literal('traffic'),
+      since: z
+        .union([z.string(), z.number()], { error: 'must be an ISO 8601 time or milliseconds since the epoch' })
+        .transform((value, ctx) => {
+          const time = typeof value === 'number' ? value : Date.parse(value);
+          if (!Number.isFinite(time)) {
+            ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 time or milliseconds since the epoch' });
+            return z.NEVER;
+          }
+          return time;
+        })
+        .optional(),
+      grid: evalBody.shape.grid,
+    })
+    .strict();
+
   // One evaluation at a time per instance: runs hold the event loop in stretches, and stacking them would hurt searches.
   let running = false;
 
   // Evaluations read the whole catalog and changed defaults affect every caller: admin only.
   router.post('/v1/eval', async (req, res) => {
     assertAdmin(res);
-    const body = parseBody(evalBody, req.body);
+    const fromTraffic = typeof req.body === 'object' && req.body !== null && 'from' in req.body;
+    let body: { queries: LabelledQuery[]; grid?: { steps: number } | undefined };
+    let source: Record<string, unknown> | undefined;
+    if (fromTraffic) {
+      const asked = parseBody(trafficBody, req.body);
+      if (!traffic) throw badRequest('from: "traffic" needs the search log (analytics.enabled is false on this service)');
+      if (traffic.settings.queries !== 'full') {
+        throw badRequest(`from: "traffic" needs the queries' text, and analytics.queries is "${traffic.settings.queries}" (set it to "full")`);
+      }
+      // The newest answered searches, as many as one evaluation takes.
+      const labels = trafficLabels(
+        await traffic.list({ limit: EVAL_LIMITS.maxQueries, ...(asked.since === undefined ? {} : { since: asked.since }), filter: (record) => trafficLabels([record]).length > 0 }),
+      );
+      if (labels.length === 0) {
+        throw badRequest(`from: "traffic": no answered search${asked.since === undefined ? '' : ` since ${new Date(asked.since).toISOString()}`} to learn from yet (a label is a search followed by a call of a tool it found)`);
+      }
+      // Oldest first, as a file of the same labels would list them.
+      const ordered = [...labels].reverse();
+      body = { queries: ordered.map(({ query, expected }) => ({ query, expected })), ...(asked.grid ? { grid: asked.grid } : {}) };
+      source = {
+        from: 'traffic',
+        labels: labels.length,
+        first: new Date(ordered[0]!.time).toISOString(),
+        last: new Date(ordered.at(-1)!.time).toISOString(),
+        ...(asked.since === undefined ? {} : { since: new Date(asked.since).toISOString() }),
+      };
+    } else {
+      body = parseBody(evalBody, req.body);
+    }
     const queries: LabelledQuery[] = [];
     const skipped: { line: number; query: string }[] = [];
     body.queries.forEach((labelled, i) => {
@@ -112,7 +166,16 @@ export function tuningRoutes(deps: TuningRouteOptions): Router {
         index = response.index;
         return response.results.map((hit) => hit.tool.name);
       }, queries);
+      // The cut at each min_score, under the current weights: how much of what agents called each one still returns.
+      const cuts = [];
+      const byQuery = new Map<string, PreparedSearch>();
+      for (const { query } of queries) if (!byQuery.has(query)) byQuery.set(query, await search.prepare({ query, mode, rerank: false }));
+      for (const minScore of MIN_SCORE_STEPS) {
+        const result = await evaluate(async (query) => (await byQuery.get(query)!.rank({ ...current, topK: RANKED_DEPTH, minScore })).results.map((hit) => hit.tool.name), queries);
+        cuts.push({ min_score: minScore, ...metrics(result) });
+      }
       res.json({
+        ...(source ? { source } : {}),
         catalog: { hash: catalog.snapshot().catalogHash, tools: catalog.snapshot().entries.length },
         index,
         queries: queries.length,
@@ -122,6 +185,7 @@ export function tuningRoutes(deps: TuningRouteOptions): Router {
         current: { mode, ...current, ...metrics(now) },
         best: row(best),
         rows: rows.map(row),
+        min_scores: cuts,
       });
     } finally {
       running = false;

@@ -191,7 +191,7 @@ class GatewayToolHost implements ToolHost {
     if (!['code', 'brief', 'full'].includes(detail)) throw new ToolCallFailure('search_tools: detail must be "code", "brief" or "full"', 'invalid_request');
     try {
       await this.gateway.startup();
-      const { tools } = await this.gateway.searchCounted(query, topK, access);
+      const { tools } = await this.gateway.searchCounted(query, topK, access, { surface: 'code' });
       this.gateway.tokens?.served(access, tools);
       this.context.searched?.(query, tools);
       return tools.map((tool) => searchDetail(tool, detail, trimmed));

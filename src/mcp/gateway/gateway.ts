@@ -334,7 +334,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       }
       if (!access.searchEnabled) throw new GatewayError('forbidden', 'tool search is disabled for this key; tools/list without a query lists its tools');
       // A listing, best first, filled to queryLimit: abstaining (min_score) is search_tools' answer, not tools/list's.
-      tools = (await this.searchCounted(query, this.settings.queryLimit, access, 0)).tools.map(({ score: _score, scores: _scores, ...tool }) => tool);
+      tools = (await this.searchCounted(query, this.settings.queryLimit, access, { minScore: 0, surface: 'mcp_list' })).tools.map(({ score: _score, scores: _scores, ...tool }) => tool);
     } else {
       tools = this.unfilteredList(access);
     }
@@ -349,8 +349,16 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     return (await this.searchCounted(query, topK, access)).tools;
   }
 
-  /** `search`, and how many tools matched in all (`matched`; undefined for select and regex queries). */
-  async searchCounted(query: string, topK?: number, access: Access = Access.open, minScore?: number): Promise<{ tools: ScoredTool[]; matched?: number }> {
+  /**
+   * `search`, and how many tools matched in all (`matched`; undefined for select and regex queries). `surface` names the
+   * face for the search log (search_tools: `mcp`, SEP-1821 listings: `mcp_list`, code mode: `code`).
+   */
+  async searchCounted(
+    query: string,
+    topK?: number,
+    access: Access = Access.open,
+    { minScore, surface = 'mcp' }: { minScore?: number; surface?: string } = {},
+  ): Promise<{ tools: ScoredTool[]; matched?: number }> {
     if (this.upstreams.status().length === 0) throw new GatewayError('index_not_ready', NO_SERVERS);
     try {
       // "select:" and "regex:" prefixes are the search service's, so every face reads a query the same way.
@@ -360,6 +368,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         ...(minScore === undefined ? {} : { minScore }),
         visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry),
         feedbackScope: access.scope,
+        observe: { surface, ...(access.scope === undefined ? {} : { key: access.scope }) },
       });
       const tools = response.results.map((hit) => ({ ...hit.tool, score: hit.score, scores: hit.scores }));
       return response.matched === undefined ? { tools } : { tools, matched: response.matched };
