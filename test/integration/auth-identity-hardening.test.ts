@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
-import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { JWTPayload } from 'jose';
 import { TokenVerifier } from '../../src/auth/identity/verifier.js';

@@ -163,7 +163,7 @@ type RemoteKeys = ReturnType<typeof createRemoteJWKSet>;
  */
 function subjectOf(payload: JWTPayload): string {
   const subject: unknown = payload.sub;
-  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_SUBJECT_CHARS || /[\u0000-\u001f\u007f]/.test(subject)) {
+  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_SUBJECT_CHARS || [...subject].some((char) => char.charCodeAt(0) < 0x20 || char.charCodeAt(0) === 0x7f)) {
     throw new UnauthorizedError(`invalid access token: the subject claim (sub) must be a non-empty string of at most ${MAX_SUBJECT_CHARS} characters`, 'invalid');
   }
   return subject;
