@@ -23,6 +23,16 @@ export const sandboxSettingsSchema = z
     maxLogBytes: z.number().int().min(0).max(1_048_576).default(16_384),
     /** Arguments of one call from code (bytes of JSON). */
     maxCallBytes: z.number().int().min(1_024).max(16_777_216).default(1_048_576),
+    /**
+     * Calls from one execution out to the service at once; more wait in the sandbox thread (bounded by memoryMb of
+     * their arguments) until one finishes. Promise.all over many calls works; a flood never reaches the service.
+     */
+    maxPendingCalls: z.number().int().min(1).max(1_000).default(16),
+    /**
+     * Nesting of call arguments and of the return value (objects and arrays); deeper ones are refused in the sandbox
+     * (`invalid_arguments` for a call, `sandbox_output` for the result), since parsers and schema checks recurse.
+     */
+    maxDepth: z.number().int().min(8).max(1_000).default(64),
     /** Executions one key (open service: every caller together) may run at once; beyond it `execute` answers busy. */
     maxConcurrentPerKey: z.number().int().min(1).max(1_000).default(2),
     /** Executions of all callers at once (each is a thread). */
