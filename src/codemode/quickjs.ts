@@ -212,7 +212,7 @@ export async function runProgram(code: string, limits: EngineLimits, bridge: Bri
       const payload = length > limits.maxCallBytes ? undefined : ctx.getString(payloadHandle);
       const bytes = payload === undefined ? length : Buffer.byteLength(payload);
       if (payload === undefined || bytes > limits.maxCallBytes) {
-        settle(deferred, refusal('payload_too_large', `the arguments of one call may be at most ${limits.maxCallBytes} bytes of JSON (these are ${payload === undefined ? 'more' : bytes})`));
+        settle(deferred, refusal('payload_too_large', `the arguments of one call may be at most ${limits.maxCallBytes} bytes of JSON (these are ${payload === undefined ? `more than ${limits.maxCallBytes}` : bytes})`));
         return deferred.handle;
       }
       const depth = jsonDepth(payload);

@@ -110,7 +110,7 @@ export class TokenVerifier {
    * lock out users whose tokens the held keys still verify. A kid the held keys do not know still goes to the remote
    * set (a rotation needs the new keys; if they cannot be fetched that token cannot be checked).
    */
-  private async keyFor(remote: RemoteKeys, header: Parameters<JWTVerifyGetKey>[0], token: Parameters<JWTVerifyGetKey>[1]): ReturnType<JWTVerifyGetKey> {
+  private async keyFor(remote: RemoteKeys, header: Parameters<JWTVerifyGetKey>[0], token: Parameters<JWTVerifyGetKey>[1]): Promise<Awaited<ReturnType<JWTVerifyGetKey>>> {
     const now = Date.now();
     if (remote.fresh) this.freshSeenAt = now;
     const held = remote.jwks();
