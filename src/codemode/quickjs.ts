@@ -13,8 +13,8 @@
  * Host calls are promises: the code may run several at once (Promise.all) and awaits them like any other.
  *
  * Calls are bounded here, in the sandbox thread, at the moment the code makes them (awaited or not), before anything
- * crosses to the service: every attempt counts against maxCalls, arguments larger than maxCallBytes or nested deeper
- * than maxDepth are refused, and at most maxPendingCalls are out at once (the rest wait here, up to 8 MB of their
+ * crosses to the service: every attempt counts against maxCalls, arguments larger than maxCallBytes (or past
+ * maxTotalCallBytes for the execution) or nested deeper than maxDepth are refused, and at most maxPendingCalls are out at once (the rest wait here, up to 8 MB of their
  * arguments). A loop that fires calls without awaiting them therefore costs its own thread, never the
  * service. The return value is measured here too, before it crosses.
  */
@@ -32,6 +32,8 @@ export interface EngineLimits {
   maxCalls: number;
   /** Bytes of JSON arguments of one call. */
   maxCallBytes: number;
+  /** Bytes of JSON arguments of all calls of one execution together. */
+  maxTotalCallBytes: number;
   /** Calls out to the service at once; later ones wait in the thread. */
   maxPendingCalls: number;
   /** Bytes of the JSON return value. */
@@ -142,6 +144,8 @@ export async function runProgram(code: string, limits: EngineLimits, bridge: Bri
   let flooded = false;
   let inFlight = 0;
   let queuedBytes = 0;
+  /** Bytes of arguments accepted so far (sent or waiting), against maxTotalCallBytes. */
+  let acceptedBytes = 0;
   const queue: { op: 'call' | 'search'; payload: string; deferred: QuickJSDeferredPromise }[] = [];
   /** Promises handed to the code and not settled yet: freed with the instance (QuickJS asserts that nothing leaks). */
   const open = new Set<QuickJSDeferredPromise>();
@@ -215,12 +219,17 @@ export async function runProgram(code: string, limits: EngineLimits, bridge: Bri
         settle(deferred, refusal('payload_too_large', `the arguments of one call may be at most ${limits.maxCallBytes} bytes of JSON (these are ${payload === undefined ? `more than ${limits.maxCallBytes}` : bytes})`));
         return deferred.handle;
       }
+      if (acceptedBytes + bytes > limits.maxTotalCallBytes) {
+        settle(deferred, refusal('payload_too_large', `the calls of one execution may send at most ${limits.maxTotalCallBytes} bytes of arguments in all (${acceptedBytes} sent so far)`));
+        return deferred.handle;
+      }
       const depth = jsonDepth(payload);
       // The arguments sit one level inside the call's own object.
       if (depth - 1 > limits.maxDepth) {
         settle(deferred, refusal('invalid_arguments', `the arguments of one call may nest at most ${limits.maxDepth} levels deep (these nest ${depth - 1})`));
         return deferred.handle;
       }
+      acceptedBytes += bytes;
       if (inFlight < limits.maxPendingCalls) {
         send(op, payload, deferred);
       } else if (queuedBytes + payload.length > MAX_QUEUED_CHARS) {

@@ -103,6 +103,7 @@ export class Sandbox {
         maxLogBytes: this.settings.maxLogBytes,
         maxCalls: this.settings.maxCalls,
         maxCallBytes: this.settings.maxCallBytes,
+        maxTotalCallBytes: this.settings.maxTotalCallBytes,
         maxPendingCalls: this.settings.maxPendingCalls,
         maxOutputBytes: this.settings.maxOutputBytes,
         maxDepth: this.settings.maxDepth,
