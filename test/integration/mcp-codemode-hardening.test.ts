@@ -96,7 +96,7 @@ describe('code mode hardening over /mcp', () => {
     assert.equal(value(after, series('ok')) - value(before, series('ok')), 0);
     // The upstream is still connected and reachable.
     const still = await execute(client, `return await call_tool('files__echo', {text: 'still'})`);
-    assert.equal(still.result, 'still', still.error);
+    assert.equal(still.result, 'still', still.error ?? '');
   });
 
   it('calls from code count against the key\'s rpm_limit, as direct calls do', async () => {
