@@ -139,7 +139,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
     bus ? new RedisKeyStore(bus.redis, redisKeys, gate, bus.writes) : new MemoryKeyStore(config.stateDir),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
-    config.auth.oauth ? new Identity(config.auth.oauth, config.keys.defaults) : undefined,
+    config.auth.oauth ? new Identity(config.auth.oauth, config.keys.defaults, log.child({ component: 'identity' })) : undefined,
   );
 
   // The other faces (MCP gateway, chat proxy) add their routers here.

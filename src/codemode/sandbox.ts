@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ToolrouterError } from '../errors.js';
 import { ToolCallFailure, type SearchOptions, type ToolHost } from './host.js';
+import { jsonDepth } from './json-bounds.js';
 import type { EngineLimits, EngineOutcome } from './quickjs.js';
 import type { SandboxSettings } from './settings.js';
 import type { ThreadReply, ThreadRequest } from './thread-messages.js';
@@ -73,6 +74,7 @@ export class Sandbox {
       // Host calls run in the caller's async context (its trace span, its request), not the thread's message handler's.
       const call = AsyncResource.bind((name: string, args: Record<string, unknown>) => host.call(name, args));
       const search = AsyncResource.bind((query: string, searchOptions: SearchOptions) => host.search(query, searchOptions));
+      // The sandbox thread counts and measures every call before it crosses (quickjs.ts); this is the second line.
       const answer = async (op: 'call' | 'search', payload: string): Promise<string> => {
         calls++;
         if (calls > this.settings.maxCalls) {
@@ -99,6 +101,12 @@ export class Sandbox {
         memoryMb: this.settings.memoryMb,
         stackKb: this.settings.stackKb,
         maxLogBytes: this.settings.maxLogBytes,
+        maxCalls: this.settings.maxCalls,
+        maxCallBytes: this.settings.maxCallBytes,
+        maxTotalCallBytes: this.settings.maxTotalCallBytes,
+        maxPendingCalls: this.settings.maxPendingCalls,
+        maxOutputBytes: this.settings.maxOutputBytes,
+        maxDepth: this.settings.maxDepth,
       };
       let thread = this.idle.pop();
       // An idle thread can have died (a resource limit, a crash): it is dropped for a new one.
@@ -107,7 +115,8 @@ export class Sandbox {
       const outcome = await thread.execute(this.nextRun++, code, limits, answer, this.settings.timeoutMs + GRACE_MS, options.signal);
       if (thread.alive && !this.closed && this.idle.length < this.settings.idleThreads) this.idle.push(thread);
       else void thread.stop();
-      return done(this.result(outcome), outcome.logs, calls);
+      // Attempts as the thread counted them (refused ones included); the crossings counted here if the thread could not say.
+      return done(this.result(outcome), outcome.logs, outcome.calls ?? calls);
     } finally {
       const left = (this.running.get(options.owner) ?? 1) - 1;
       if (left === 0) this.running.delete(options.owner);
@@ -136,13 +145,16 @@ export class Sandbox {
 
   private result(outcome: EngineOutcome): { ok: true; value: unknown } | { ok: false; error: ToolrouterError } {
     if (!outcome.ok) {
-      const code = { timeout: 'sandbox_timeout', memory: 'sandbox_memory', error: 'sandbox_error', crash: 'internal' }[outcome.kind];
+      const code = { timeout: 'sandbox_timeout', memory: 'sandbox_memory', error: 'sandbox_error', output: 'sandbox_output', calls: 'sandbox_calls', crash: 'internal' }[outcome.kind];
       return { ok: false, error: new ToolrouterError(code, outcome.message) };
     }
     const bytes = Buffer.byteLength(outcome.json);
     if (bytes > this.settings.maxOutputBytes) {
       return { ok: false, error: new ToolrouterError('sandbox_output', `the return value is ${bytes} bytes of JSON; at most ${this.settings.maxOutputBytes} are allowed (return less, or a summary)`) };
     }
+    // Depth was bounded in the thread; checked again since JSON.parse, zod and the SDK recurse on this thread.
+    const depth = jsonDepth(outcome.json);
+    if (depth > this.settings.maxDepth) return { ok: false, error: new ToolrouterError('sandbox_output', `the return value nests ${depth} levels deep; at most ${this.settings.maxDepth} are allowed (return a flatter value)`) };
     return { ok: true, value: JSON.parse(outcome.json) as unknown };
   }
 }

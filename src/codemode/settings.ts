@@ -23,6 +23,21 @@ export const sandboxSettingsSchema = z
     maxLogBytes: z.number().int().min(0).max(1_048_576).default(16_384),
     /** Arguments of one call from code (bytes of JSON). */
     maxCallBytes: z.number().int().min(1_024).max(16_777_216).default(1_048_576),
+    /**
+     * Arguments of all calls of one execution together (bytes of JSON): the work code can hand the service is bounded,
+     * not only each call's; past it calls are refused (`payload_too_large`) in the sandbox.
+     */
+    maxTotalCallBytes: z.number().int().min(1_024).max(268_435_456).default(8_388_608),
+    /**
+     * Calls from one execution out to the service at once; more wait in the sandbox thread (bounded by memoryMb of
+     * their arguments) until one finishes. Promise.all over many calls works; a flood never reaches the service.
+     */
+    maxPendingCalls: z.number().int().min(1).max(1_000).default(4),
+    /**
+     * Nesting of call arguments and of the return value (objects and arrays); deeper ones are refused in the sandbox
+     * (`invalid_arguments` for a call, `sandbox_output` for the result), since parsers and schema checks recurse.
+     */
+    maxDepth: z.number().int().min(8).max(1_000).default(64),
     /** Executions one key (open service: every caller together) may run at once; beyond it `execute` answers busy. */
     maxConcurrentPerKey: z.number().int().min(1).max(1_000).default(2),
     /** Executions of all callers at once (each is a thread). */

@@ -3,7 +3,7 @@ import type { KeyDefaults } from '../settings.js';
 import { bearerChallenge, mcpResource, protectedResourceMetadata, type RequestOrigin } from './metadata.js';
 import { Principals } from './principal.js';
 import type { IdentitySettings } from './settings.js';
-import { looksLikeJwt, TokenVerifier } from './verifier.js';
+import { looksLikeJwt, TokenVerifier, type TokenVerifierOptions } from './verifier.js';
 
 /**
  * toolrouter as an OAuth 2.1 resource server (`auth.oauth`): access tokens of one issuer verified (verifier.ts), their
@@ -16,8 +16,9 @@ export class Identity {
   constructor(
     readonly settings: IdentitySettings,
     keyDefaults: KeyDefaults,
+    log?: TokenVerifierOptions['log'],
   ) {
-    this.verifier = new TokenVerifier(settings);
+    this.verifier = new TokenVerifier({ ...settings, ...(log ? { log } : {}) });
     this.principals = new Principals({ ...(settings.claims ? { claims: settings.claims } : {}), defaultKey: settings.defaultKey ?? keyDefaults });
   }
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { JWTPayload } from 'jose';
 import { Access } from '../access.js';
 import type { KeyRecord } from '../keys.js';
+import { UnauthorizedError } from '../unauthorized.js';
 import type { KeyDefaults } from '../settings.js';
 import type { IdentitySettings, KeyTemplate } from './settings.js';
 import type { VerifiedToken } from './verifier.js';
@@ -29,6 +30,8 @@ export class Principals {
   constructor(private readonly options: PrincipalOptions) {}
 
   accessFor(token: VerifiedToken): Access {
+    // The verifier admits only string subjects; a caller handing anything else here is refused, never coerced.
+    if (typeof token.subject !== 'string' || token.subject === '') throw new UnauthorizedError('invalid access token: the subject claim (sub) must be a non-empty string', 'invalid');
     const template = this.templateFor(token.claims);
     const cacheKey = `${template.name}\u0000${token.subject}`;
     let access = this.cache.get(cacheKey);

@@ -54,6 +54,11 @@ export const identitySettingsSchema = z
     jwksCooldownMs: z.number().int().min(0).max(3_600_000).default(30_000),
     /** Signing keys are fetched again this long after the last fetch, rotation or not. */
     jwksMaxAgeMs: z.number().int().min(1_000).max(86_400_000).default(600_000),
+    /**
+     * Stale-if-error: while the JWKS cannot be fetched (down, slow, erroring), the cached signing keys keep verifying
+     * tokens for this long past `jwksMaxAgeMs` (refetched in the background meanwhile); 0: never past their age.
+     */
+    jwksMaxStaleMs: z.number().int().min(0).max(604_800_000).default(86_400_000),
   })
   .strict();
 

@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ToolrouterError } from '../../errors.js';
 import { UnauthorizedError } from '../unauthorized.js';
 import type { IdentitySettings } from './settings.js';
@@ -14,7 +14,19 @@ export interface VerifiedToken {
 export type TokenVerifierOptions = Pick<
   IdentitySettings,
   'issuer' | 'audience' | 'jwksUri' | 'requiredScopes' | 'algorithms' | 'clockToleranceSeconds' | 'jwksCooldownMs' | 'jwksMaxAgeMs'
->;
+> & {
+  /**
+   * How long past `jwksMaxAgeMs` the cached signing keys keep verifying while the JWKS cannot be fetched (down, slow,
+   * erroring); 0 turns stale-if-error off. See `IdentitySettings.jwksMaxStaleMs`.
+   * @defaultValue 86400000 (one day)
+   */
+  jwksMaxStaleMs?: number;
+  /** Where the one warning of a JWKS outage (and the one note of its end) goes; without it, nowhere. */
+  log?: { warn(object: object, message: string): void; info(object: object, message: string): void };
+};
+
+/** How long cached keys stay usable past their age while the JWKS cannot be fetched, unless configured. */
+export const DEFAULT_JWKS_MAX_STALE_MS = 86_400_000;
 
 /** The issuer did not say where its keys are, or could not be reached to say: the token cannot be checked now. */
 const DISCOVERY_TIMEOUT_MS = 5_000;
@@ -38,6 +50,13 @@ export function looksLikeJwt(credential: string): boolean {
 export class TokenVerifier {
   private keys: JWTVerifyGetKey | undefined;
   private discovering: Promise<JWTVerifyGetKey> | undefined;
+  private remote: RemoteKeys | undefined;
+  /** When the remote key set was last seen fresh (fetched within jwksMaxAgeMs): stale use is measured from here. */
+  private freshSeenAt = 0;
+  /** A background refetch under way (one at a time). */
+  private refetching: Promise<void> | undefined;
+  /** Set while the JWKS is failing: the outage is logged once, and its end once. */
+  private outage = false;
 
   constructor(private readonly options: TokenVerifierOptions) {}
 
@@ -56,10 +75,7 @@ export class TokenVerifier {
     } catch (error) {
       throw refusal(error);
     }
-    const subject = payload.sub!;
-    if (subject.length === 0 || subject.length > MAX_SUBJECT_CHARS || [...subject].some((char) => char.charCodeAt(0) < 0x20 || char.charCodeAt(0) === 0x7f)) {
-      throw new UnauthorizedError('invalid access token: unusable subject (sub)', 'invalid');
-    }
+    const subject = subjectOf(payload);
     const scopes = scopesOf(payload);
     const missing = this.options.requiredScopes.filter((scope) => !scopes.includes(scope));
     if (missing.length > 0) {
@@ -78,12 +94,79 @@ export class TokenVerifier {
 
   private async discover(): Promise<JWTVerifyGetKey> {
     const jwksUri = this.options.jwksUri ?? (await jwksUriOf(this.options.issuer));
-    return createRemoteJWKSet(new URL(jwksUri), {
+    const remote = createRemoteJWKSet(new URL(jwksUri), {
       cooldownDuration: this.options.jwksCooldownMs,
       cacheMaxAge: this.options.jwksMaxAgeMs,
       timeoutDuration: DISCOVERY_TIMEOUT_MS,
     });
+    this.remote = remote;
+    return (header, token) => this.keyFor(remote, header, token);
   }
+
+  /**
+   * The key for one token. Fresh keys (or none yet): jose's remote set, as before (an unknown kid refetches, cooldown
+   * permitting). Keys past jwksMaxAgeMs: verified with the keys held, at once, while one refetch runs in the background
+   * (stale-while-revalidate), for at most jwksMaxStaleMs past their age: so an IdP whose JWKS is down or slow does not
+   * lock out users whose tokens the held keys still verify. A kid the held keys do not know still goes to the remote
+   * set (a rotation needs the new keys; if they cannot be fetched that token cannot be checked).
+   */
+  private async keyFor(remote: RemoteKeys, header: Parameters<JWTVerifyGetKey>[0], token: Parameters<JWTVerifyGetKey>[1]): Promise<Awaited<ReturnType<JWTVerifyGetKey>>> {
+    const now = Date.now();
+    if (remote.fresh) this.freshSeenAt = now;
+    const held = remote.jwks();
+    const maxStale = this.options.jwksMaxStaleMs ?? DEFAULT_JWKS_MAX_STALE_MS;
+    if (remote.fresh || held === undefined || maxStale === 0 || now - this.freshSeenAt > maxStale) {
+      const key = await remote(header, token);
+      if (remote.fresh) this.freshSeenAt = Date.now();
+      return key;
+    }
+    this.refetch(remote);
+    try {
+      return await createLocalJWKSet(held)(header, token);
+    } catch (error) {
+      if (error instanceof joseErrors.JWKSNoMatchingKey) return remote(header, token);
+      throw error;
+    }
+  }
+
+  /** One background refetch of stale keys; its failure is logged once per outage (the held keys carry on). */
+  private refetch(remote: RemoteKeys): void {
+    this.refetching ??= remote
+      .reload()
+      .then(
+        () => {
+          this.freshSeenAt = Date.now();
+          if (this.outage) this.options.log?.info({ jwks: this.options.jwksUri ?? this.options.issuer }, 'the token issuer\'s JWKS can be fetched again');
+          this.outage = false;
+        },
+        (error: unknown) => {
+          if (!this.outage) {
+            const stale = this.options.jwksMaxStaleMs ?? DEFAULT_JWKS_MAX_STALE_MS;
+            this.options.log?.warn(
+              { jwks: this.options.jwksUri ?? this.options.issuer, err: error instanceof Error ? error.message : String(error), jwksMaxStaleMs: stale },
+              'the token issuer\'s JWKS cannot be fetched: tokens are verified with the cached signing keys (for at most jwksMaxStaleMs past their age) while it is retried',
+            );
+          }
+          this.outage = true;
+        },
+      )
+      .finally(() => (this.refetching = undefined));
+  }
+}
+
+/** jose's remote key set, with what stale-if-error reads of it. */
+type RemoteKeys = ReturnType<typeof createRemoteJWKSet>;
+
+/**
+ * The token's subject: only a non-empty string of at most MAX_SUBJECT_CHARS without control characters is one. A
+ * number, a boolean, an object or a list (`["alice"]`) is not a name for anyone, and is refused, never coerced.
+ */
+function subjectOf(payload: JWTPayload): string {
+  const subject: unknown = payload.sub;
+  if (typeof subject !== 'string' || subject.length === 0 || subject.length > MAX_SUBJECT_CHARS || [...subject].some((char) => char.charCodeAt(0) < 0x20 || char.charCodeAt(0) === 0x7f)) {
+    throw new UnauthorizedError(`invalid access token: the subject claim (sub) must be a non-empty string of at most ${MAX_SUBJECT_CHARS} characters`, 'invalid');
+  }
+  return subject;
 }
 
 /** `scope` (RFC 9068: space-separated) or `scp` (a list, as some IdPs send it). */
