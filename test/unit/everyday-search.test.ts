@@ -84,7 +84,7 @@ describe('everyday search (issue 42)', () => {
 
     it('a tool three events tied to requests like this one survives the default min_score', async () => {
       const query = 'let the team know the build broke';
-      const minScore = config().search.minScore;
+      const minScore = engine.search.settings.minScore!;
       const before = await engine.search.search({ query, topK: 10, minScore: 0 });
       const unlearned = before.results.find((hit) => hit.tool.name === 'slack__post_message');
       // Requests the feedback signal counts as like this one (cosine 0.95, 0.83, 0.63 with the offline model, over
