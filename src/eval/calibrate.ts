@@ -262,20 +262,6 @@ export function topScores(hits: readonly QueryHits[], model: CalibrationModel): 
   return hits.map((query) => (query.features.length === 0 ? 0 : calibratedScores(query.features.slice(0, 1), model)[0]!));
 }
 
-/**
- * For each answerable query whose right tool is among its collected hits: the calibrated score that tool gets (scores
- * never rise down a ranking, calibratedScores). A threshold at or below it keeps the right answer in the results.
- */
-export function rightAnswerScores(hits: readonly QueryHits[], model: CalibrationModel): number[] {
-  const scores: number[] = [];
-  for (const query of hits) {
-    const at = query.relevant.indexOf(true);
-    if (!query.answerable || at < 0) continue;
-    scores.push(calibratedScores(query.features.slice(0, at + 1), model)[at]!);
-  }
-  return scores;
-}
-
 /** Area under the ROC curve of `scores` separating answerable (positive) from unanswerable queries; ties count half. */
 export function auc(scores: readonly number[], positive: readonly boolean[]): number {
   let pairs = 0;
@@ -306,19 +292,6 @@ export function atThreshold(scores: readonly number[], positive: readonly boolea
   };
 }
 
-/** The highest threshold keeping `keep` of answerable queries when each group (a set's scores) weighs the same. */
-export function weightedThresholdKeeping(groups: readonly (readonly number[])[], keep = 0.95): number {
-  const weighted = groups.filter((group) => group.length > 0).flatMap((group) => group.map((score) => ({ score, weight: 1 / group.length })));
-  weighted.sort((a, b) => b.score - a.score);
-  const total = weighted.reduce((sum, item) => sum + item.weight, 0);
-  let sum = 0;
-  for (const item of weighted) {
-    sum += item.weight;
-    if (sum >= keep * total - 1e-12) return item.score;
-  }
-  return 0;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // The default min_score: abstain as much as keeping right answers allows
 // ---------------------------------------------------------------------------------------------------------------
@@ -326,7 +299,8 @@ export function weightedThresholdKeeping(groups: readonly (readonly number[])[],
 /** What the cut compares for one query (calibration.ts, `answers`): 1 when it answers at any threshold, else its top score. */
 export function answerScore(query: QueryHits, model: CalibrationModel): number {
   const scores = calibratedScores(query.features, model);
-  return answers(scores, query.features.map((hit) => hit.feedback), 2) ? 1 : (scores[0] ?? 0);
+  // Learned usage answers whatever the threshold: `answers` at an unreachable one says whether it vouches.
+  return answers([], query.features.map((hit) => hit.feedback), Infinity) ? 1 : (scores[0] ?? 0);
 }
 
 /**
