@@ -61,7 +61,8 @@ export async function runEval(options: EvalOptions): Promise<void> {
     const minScore = engine.search.settings.minScore;
     const result = await withProgress('default', queries.length, (onProgress) =>
       evaluate(
-        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH, minScore })).results.map((hit) => hit.tool.name),
+        // No minScore in the request: a request's own drops each hit, the default cut judges the query.
+        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
         queries,
         { onProgress },
       ),

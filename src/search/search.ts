@@ -52,10 +52,10 @@ export interface SearchSettings {
   /** Per-query vector weight from the vector margin, on top of the base weights (weighted fusion only). */
   adaptive?: AdaptiveFusionSettings;
   /**
-   * A query whose top hit's calibrated score (an estimate in [0, 1] that the tool answers the query,
+   * The default cut: a query whose top hit's calibrated score (an estimate in [0, 1] that the tool answers the query,
    * src/search/calibration.ts) is below this gets nothing, unless learned usage vouches for a hit shown (`answers`);
-   * an answered query gets its top_k. A request's min_score overrides it. Unset: the calibration's own for the
-   * index's embedding model (`calibrationFor`), which `settings` reports.
+   * an answered query gets its top_k. Unset: the calibration's own for the index's embedding model
+   * (`calibrationFor`), which `settings` reports. A request's own min_score instead drops each hit scoring below it.
    */
   minScore?: number;
   /** The calibration models per mode; without, the index's embedding model's (`calibrationFor`). */
@@ -101,7 +101,10 @@ export interface SearchRequest {
   visibilityKey?: string;
   /** Whose feedback counts (an API key id) when feedback.isolation is "key"; ignored when it is "global". */
   feedbackScope?: string;
-  /** Drops results scoring below it (after reranking, on the score returned); overrides settings.minScore. */
+  /**
+   * Drops results scoring below it (after reranking, on the score returned), instead of the default cut's judgement
+   * on the query (settings.minScore); 0 keeps all.
+   */
   minScore?: number;
   /** false skips the reranker for this request. */
   rerank?: boolean;
@@ -430,6 +433,9 @@ export class SearchService {
     const index = { hash: live.catalogHash, model: live.model };
     const rerank = this.settings.rerank;
     const reranking = this.reranker !== undefined && rerank?.enabled === true && request.rerank !== false;
+    // A caller's own min_score drops each hit below it (SPEC: "fewer, or none when nothing fits"); the default one is
+    // abstention, judged on the query (below).
+    const perHit = request.minScore !== undefined;
     const minScore = request.minScore ?? this.current.minScore ?? calibrationFor(live.model).minScore;
     // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
     // Without a reranker only the first topK that pass are needed, so the rest are never looked up.
@@ -441,7 +447,7 @@ export class SearchService {
         if (candidate.relevance >= minScore && accept(candidate.name)) beyond++;
         continue;
       }
-      if (!accept(candidate.name)) continue;
+      if (!accept(candidate.name) || (perHit && !reranking && candidate.relevance < minScore)) continue;
       candidates.push({
         tool: this.catalog.get(candidate.name)!.tool,
         score: candidate.relevance,
@@ -460,8 +466,13 @@ export class SearchService {
         return { ...hit, score: ceiling };
       });
     }
-    // The cut judges the query, not each hit (calibration.ts, `answers`): an answered query keeps its top_k, so a right
-    // answer ranked below a surer hit is not dropped for scoring lower than it.
+    if (perHit) {
+      const kept = candidates.filter((hit) => hit.score >= minScore);
+      const results = kept.slice(0, topK);
+      return fallback ? { results, matched: kept.length + beyond, index, fallback } : { results, matched: kept.length + beyond, index };
+    }
+    // The default cut judges the query, not each hit (calibration.ts, `answers`): an answered query keeps its top_k, so
+    // a right answer ranked below a surer hit is not dropped for scoring lower than it (issue 48).
     const shown = candidates.slice(0, topK);
     const answered = answers(shown.map((hit) => hit.score), shown.map((hit) => hit.scores.feedback), minScore);
     const results = answered ? shown : [];
