@@ -118,8 +118,8 @@ export const OFFLINE_CALIBRATION: Calibration = { models: DEFAULT_CALIBRATION, m
 /**
  * For an embedding model no calibration was fitted for: models reading only GENERIC_FEATURES, fitted on the offline
  * model's data like the others (the BM25 model is the same: BM25 does not depend on the embedding model), with a
- * min_score chosen the same way. Measured on the offline model itself and on a second build of it with other cosines
- * (BENCHMARKS.md); `toolrouter calibrate` fits a model's own.
+ * min_score chosen the same way (measured on the offline model's held-out halves, BENCHMARKS.md; no second embedding
+ * model could be measured). `toolrouter calibrate` with the model configured prints its own.
  */
 export const GENERIC_CALIBRATION: Calibration = {
   models: {
