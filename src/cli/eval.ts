@@ -57,10 +57,12 @@ export async function runEval(options: EvalOptions): Promise<void> {
   if (engine && (!only || only === 'hybrid')) {
     // What a caller gets by default: hybrid cut at the configured min_score, so an answer dropped by the cut-off counts
     // as a miss (issue 42: the cut-off removed right answers).
-    const minScore = evalConfig().search.minScore;
+    // The configured one, or the embedding model's calibration's (SearchService.settings).
+    const minScore = engine.search.settings.minScore;
     const result = await withProgress('default', queries.length, (onProgress) =>
       evaluate(
-        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH, minScore })).results.map((hit) => hit.tool.name),
+        // No minScore in the request: a request's own drops each hit, the default cut judges the query.
+        async (query) => (await engine.search.search({ query, mode: 'hybrid', topK: RANKED_DEPTH })).results.map((hit) => hit.tool.name),
         queries,
         { onProgress },
       ),
@@ -96,7 +98,7 @@ export async function runEval(options: EvalOptions): Promise<void> {
     let brief = 0;
     let answered = 0;
     for (const { query } of queries) {
-      const { results } = await engine.search.search({ query, topK: 5, minScore: evalConfig().search.minScore });
+      const { results } = await engine.search.search({ query, topK: 5 });
       if (results.length > 0) answered++;
       full += countTokens(JSON.stringify(results.map((hit) => ({ ...hit.tool, score: hit.score }))));
       brief += countTokens(JSON.stringify(results.map((hit) => ({ ...briefTool(hit.tool), score: hit.score }))));
@@ -197,24 +199,18 @@ export interface CalibrateOptions {
 }
 
 /**
- * Sets of the everyday kind: requests people type, over real MCP servers. The default min_score is chosen on these
- * (issue 42: chosen on all sets pooled, it was set by queries unlike what users type and removed right answers).
- */
-const EVERYDAY_KIND = ['everyday', 'livemcpbench'];
-/** Share of answerable everyday-kind queries the default min_score keeps on the split it is chosen on. */
-const KEEP_ANSWERABLE = 0.98;
-
-/**
- * `toolrouter calibrate`: fits the calibrated score on one abstention split of every set and reports AUC and the share
- * of unanswerable queries turned away on the other, in both directions (fit on split 1 report split 2, and the
- * reverse); picks min_score on the fit split's everyday-kind sets; fits how much learned feedback raises the estimate
- * (BENCHMARKS.md, "Calibrated scores"). The shipped models are those fitted on split 1.
+ * `toolrouter calibrate`: for the configured embedding model, fits the calibrated score on one abstention split of
+ * every set (each catalog with half its servers removed) and reports on the other, in both directions; fits how much
+ * learned feedback raises the estimate; and picks the default min_score on the fit half's queries over the whole
+ * catalogs, as the highest threshold costing at most RECALL_BUDGET of R@5 on every set (issue 48). The same is done
+ * for the generic models (no absolute cosine), used for embedding models without a calibration of their own. The
+ * reported R@5 loss is on the other half's queries (BENCHMARKS.md, "Calibrated scores").
  */
 export async function runCalibrate(options: CalibrateOptions): Promise<void> {
   const { join } = await import('node:path');
   const { existsSync } = await import('node:fs');
   const calibrate = await import('../eval/calibrate.js');
-  const { DEFAULT_CALIBRATION } = await import('../search/calibration.js');
+  const { calibrationFor, GENERIC_CALIBRATION, GENERIC_FEATURES, MODE_FEATURES } = await import('../search/calibration.js');
   const livemcpbench = join(options.datasets, 'livemcpbench', 'tools.json');
   const all = [
     {
@@ -235,9 +231,11 @@ export async function runCalibrate(options: CalibrateOptions): Promise<void> {
   const sets = all.filter((set) => !only || only.includes(set.name));
   const config = evalConfig();
   type Hits = Awaited<ReturnType<typeof calibrate.collectHits>>;
-  // Hits per split (0, 1), set and mode.
+  // Hits per split (0, 1), set and mode; and each set's queries over its whole catalog (hybrid), by query parity.
   const hitsBySplit: Map<string, Hits>[] = [new Map(), new Map()];
+  const wholeByHalf: Map<string, Hits>[] = [new Map(), new Map()];
   const loaded: { name: string; sources: EvalSource[]; queries: LabelledQuery[] }[] = [];
+  let model = '';
   for (const set of sets) {
     const descriptions = 'descriptions' in set && set.descriptions && existsSync(set.descriptions) ? { descriptions: set.descriptions } : {};
     const sources = loadCatalogSources(set.catalog, descriptions);
@@ -247,6 +245,7 @@ export async function runCalibrate(options: CalibrateOptions): Promise<void> {
     for (const half of [0, 1] as const) {
       const split = calibrate.abstentionSplit(units, queries, half);
       const engine = await createEngine(split.kept, { config });
+      model = engine.embedder.modelId;
       for (const mode of calibrate.CALIBRATION_MODES) {
         const hits = await withProgress(`${set.name} ${mode}`, split.answerable.length + split.unanswerable.length, () =>
           calibrate.collectHits(engine, split, mode),
@@ -257,66 +256,68 @@ export async function runCalibrate(options: CalibrateOptions): Promise<void> {
       }
       console.error(`${set.name} half ${half}: ${split.kept.length} of ${units.length} servers kept, ${split.answerable.length} answerable, ${split.unanswerable.length} unanswerable`);
     }
+    const engine = await createEngine(sources, { config });
+    for (const half of [0, 1] as const) {
+      const mine = queries.filter((_, i) => i % 2 === half);
+      wholeByHalf[half]!.set(set.name, await calibrate.collectHits(engine, { kept: sources, answerable: mine, unanswerable: [] }, 'hybrid'));
+    }
   }
   const pooled = (half: 0 | 1, mode: string) => sets.flatMap((set) => hitsBySplit[half]!.get(`${set.name} ${mode}`) ?? []);
-  const everyday = loaded.filter((set) => EVERYDAY_KIND.includes(set.name));
-  const chosenOn = everyday.length > 0 ? everyday : loaded;
-  const everydayHits: Hits[] = [];
-  for (const set of chosenOn) {
-    const engine = await createEngine(set.sources, { config });
-    everydayHits.push(await calibrate.collectHits(engine, { kept: set.sources, answerable: set.queries, unanswerable: [] }, 'hybrid'));
-  }
   // Learned usage: every other query of each set with labelled paraphrases replayed as feedback, the rest searched.
   const feedbackHits = await collectFeedbackHits(loaded.filter((set) => set.name === 'metatool' || set.name === 'fixture'), config);
-  for (const [fitHalf, reportHalf] of [[0, 1], [1, 0]] as const) {
-    const fitted = Object.fromEntries(
-      calibrate.CALIBRATION_MODES.map((mode) => [mode, options.shipped ? DEFAULT_CALIBRATION[mode] : calibrate.fitModel(pooled(fitHalf, mode), mode)]),
-    ) as typeof DEFAULT_CALIBRATION;
-    if (!options.shipped && feedbackHits.length > 0) fitted.hybrid = calibrate.fitFeedbackWeight(feedbackHits, fitted.hybrid);
-    // On the whole catalogs, where every everyday-kind request is answerable, the right answer must survive wherever
-    // it ranks in the top 5, not only the top hit; each set weighs the same (the everyday set is small). The halves
-    // then judge abstention with a threshold they did not choose.
-    const minScore = calibrate.weightedThresholdKeeping(
-      everydayHits.map((hits) => calibrate.rightAnswerScores(hits, fitted.hybrid)),
-      KEEP_ANSWERABLE,
-    );
-    const rows = sets.flatMap((set) =>
-      calibrate.CALIBRATION_MODES.map((mode) => {
-        const hits = hitsBySplit[reportHalf]!.get(`${set.name} ${mode}`) ?? [];
-        const positive = hits.map((query) => query.answerable);
-        const raw = hits.map((query) => query.rawTop);
-        const calibrated = calibrate.topScores(hits, fitted[mode]);
-        const atDefault = calibrate.atThreshold(calibrated, positive, minScore);
-        return {
-          label: `${set.name} ${mode}`,
-          answerable: positive.filter(Boolean).length,
-          unanswerable: positive.filter((p) => !p).length,
-          'AUC raw': calibrate.auc(raw, positive).toFixed(3),
-          'AUC calibrated': calibrate.auc(calibrated, positive).toFixed(3),
-          'away@95': pct(calibrate.atThreshold(calibrated, positive, calibrate.thresholdKeeping(calibrated, positive)).turnedAway),
-          'kept@min': pct(atDefault.kept),
-          'right kept@min': pct(rightKept(calibrate.rightAnswerScores(hits, fitted[mode]), minScore)),
-          'away@min': pct(atDefault.turnedAway),
-        };
-      }),
-    );
-    const label = `split ${fitHalf + 1}`;
-    console.log(`\n== fitted on ${label}, reported on split ${reportHalf + 1}`);
-    console.log(`models (${options.shipped ? 'shipped' : `fitted on ${label}`}):\n${JSON.stringify(fitted)}`);
-    console.log(`min_score (keeps the right answer of ${KEEP_ANSWERABLE * 100}% of ${chosenOn.map((set) => set.name).join(', ')} hybrid queries on the whole catalogs, with the models of ${label}): ${(Math.floor(minScore * 1000) / 1000).toFixed(3)}`);
-    if (feedbackHits.length > 0) {
-      const learned = feedbackHits.filter((query) => query.relevant[0] && query.features[0]!.feedback > 0);
-      const kept = (model: typeof fitted.hybrid) => learned.filter((query) => calibrate.topScores([query], model)[0]! >= minScore).length;
-      const without = { ...fitted.hybrid, weights: { ...fitted.hybrid.weights, feedback: 0 } };
-      console.log(`learned tools ranked first with feedback: ${learned.length}; kept at min_score: ${kept(fitted.hybrid)} (without the feedback term: ${kept(without)})`);
+  const kinds = [
+    { label: `model ${model}`, shipped: calibrationFor(model), features: MODE_FEATURES },
+    { label: 'generic (no absolute cosine)', shipped: GENERIC_CALIBRATION, features: GENERIC_FEATURES },
+  ];
+  for (const kind of kinds) {
+    for (const [fitHalf, reportHalf] of [[0, 1], [1, 0]] as const) {
+      const fitted = Object.fromEntries(
+        calibrate.CALIBRATION_MODES.map((mode) => [
+          mode,
+          options.shipped ? kind.shipped.models[mode] : calibrate.fitModel(pooled(fitHalf, mode), mode, undefined, kind.features[mode]),
+        ]),
+      ) as typeof GENERIC_CALIBRATION.models;
+      if (!options.shipped && feedbackHits.length > 0) fitted.hybrid = calibrate.fitFeedbackWeight(feedbackHits, fitted.hybrid);
+      // Chosen on the fit half's queries over the whole catalogs (every one answerable there), judged on the other half.
+      const minScore = calibrate.thresholdWithinLoss(
+        sets.map((set) => wholeByHalf[fitHalf]!.get(set.name) ?? []),
+        fitted.hybrid,
+      );
+      const rows = sets.flatMap((set) =>
+        calibrate.CALIBRATION_MODES.map((mode) => {
+          const hits = hitsBySplit[reportHalf]!.get(`${set.name} ${mode}`) ?? [];
+          const positive = hits.map((query) => query.answerable);
+          const raw = hits.map((query) => query.rawTop);
+          const calibrated = calibrate.topScores(hits, fitted[mode]);
+          const atDefault = calibrate.atThreshold(calibrated, positive, minScore);
+          const whole = wholeByHalf[reportHalf]!.get(set.name) ?? [];
+          return {
+            label: `${set.name} ${mode}`,
+            answerable: positive.filter(Boolean).length,
+            unanswerable: positive.filter((p) => !p).length,
+            'AUC raw': calibrate.auc(raw, positive).toFixed(3),
+            'AUC calibrated': calibrate.auc(calibrated, positive).toFixed(3),
+            'away@95': pct(calibrate.atThreshold(calibrated, positive, calibrate.thresholdKeeping(calibrated, positive)).turnedAway),
+            'away@min': pct(atDefault.turnedAway),
+            'R@5 lost@min (whole catalog)': mode === 'hybrid' ? `${(calibrate.recallLoss(whole, fitted.hybrid, minScore) * 100).toFixed(2)} pt of ${whole.length}` : '',
+          };
+        }),
+      );
+      const label = `split ${fitHalf + 1}`;
+      console.log(`\n== ${kind.label}: fitted on ${label}, reported on split ${reportHalf + 1}`);
+      console.log(`models (${options.shipped ? 'shipped' : `fitted on ${label}`}):\n${JSON.stringify(fitted)}`);
+      console.log(
+        `min_score (the highest costing at most ${calibrate.RECALL_BUDGET * 100} pt of R@5 on each set's ${label} queries, whole catalogs): ${(Math.floor(minScore * 1000) / 1000).toFixed(3)}`,
+      );
+      if (feedbackHits.length > 0) {
+        const learned = feedbackHits.filter((query) => query.relevant[0] && query.features[0]!.feedback > 0);
+        const kept = (model: typeof fitted.hybrid) => learned.filter((query) => calibrate.topScores([query], model)[0]! >= minScore).length;
+        const without = { ...fitted.hybrid, weights: { ...fitted.hybrid.weights, feedback: 0 } };
+        console.log(`learned tools ranked first with feedback: ${learned.length}; scoring at least min_score: ${kept(fitted.hybrid)} (without the feedback term: ${kept(without)})`);
+      }
+      console.log(formatTable(rows));
     }
-    console.log(formatTable(rows));
   }
-}
-
-/** Share of right answers (in the top 5) whose score reaches the threshold. */
-function rightKept(scores: readonly number[], threshold: number): number {
-  return scores.length === 0 ? Number.NaN : scores.filter((score) => score >= threshold).length / scores.length;
 }
 
 /** Hybrid top hits of every other query after the rest were replayed as feedback, over each set's full catalog. */

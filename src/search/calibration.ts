@@ -7,6 +7,7 @@
  * `toolrouter calibrate` on catalogs with half their servers removed (BENCHMARKS.md, "Calibrated scores").
  */
 import type { ScoredName } from '../indexing/lexical.js';
+import { OFFLINE_MODEL_ID } from '../embedding/offline/options.js';
 
 /** The signals one hit is judged by. Signals a mode does not have are 0. */
 export interface RelevanceFeatures {
@@ -84,6 +85,76 @@ export const DEFAULT_CALIBRATION: Record<CalibrationMode, CalibrationModel> = {
     weights: { coverage: 0, bm25Relative: 0, bm25Log: 0, cosine: 1.7671, cosineMargin: 5.9061, ranking: 0.2907, lead: 0, reciprocalRank: 0, feedback: 0 },
   },
 };
+
+/**
+ * What a calibration is fitted for one embedding model: the models per mode, and the default min_score that goes with
+ * them. Absolute cosines are the model's own (the offline model's right answers sit near 0.3, a sentence-transformer's
+ * near 0.7), so a model fitted on one embedding model's cosines misjudges another's; each model gets its own entry
+ * (`toolrouter calibrate` prints it for the configured model), and a model without one gets GENERIC_CALIBRATION.
+ */
+export interface Calibration {
+  models: Record<CalibrationMode, CalibrationModel>;
+  /**
+   * The default min_score (`search.minScore` when unset): the highest threshold that, on the split it was fitted on,
+   * costs at most a quarter point of R@5 on every labelled set (src/eval/calibrate.ts, thresholdWithinLoss), so it
+   * abstains as much as keeping right answers allows. Compared with the query's answer (`answers`), not each hit.
+   */
+  minScore: number;
+}
+
+/**
+ * Features that mean the same whatever the embedding model: BM25's, the cosine relative to the query's tenth
+ * candidate, the ranking's lead. The absolute cosine is left out.
+ */
+export const GENERIC_FEATURES: Record<CalibrationMode, readonly (typeof FEATURE_NAMES)[number][]> = {
+  hybrid: MODE_FEATURES.hybrid.filter((name) => name !== 'cosine'),
+  bm25: MODE_FEATURES.bm25,
+  vector: MODE_FEATURES.vector.filter((name) => name !== 'cosine'),
+};
+
+/** The offline model's calibration: DEFAULT_CALIBRATION with its min_score (BENCHMARKS.md, "Calibrated scores"). */
+export const OFFLINE_CALIBRATION: Calibration = { models: DEFAULT_CALIBRATION, minScore: 0.065 };
+
+/**
+ * For an embedding model no calibration was fitted for: models reading only GENERIC_FEATURES, fitted on the offline
+ * model's data like the others (the BM25 model is the same: BM25 does not depend on the embedding model), with a
+ * min_score chosen the same way (measured on the offline model's held-out halves, BENCHMARKS.md; no second embedding
+ * model could be measured). `toolrouter calibrate` with the model configured prints its own.
+ */
+export const GENERIC_CALIBRATION: Calibration = {
+  models: {
+    hybrid: {
+      intercept: -3.519,
+      weights: { coverage: 1.8348, bm25Relative: 0, bm25Log: 0.4622, cosine: 0, cosineMargin: 4.0755, ranking: 0, lead: 0.2523, reciprocalRank: 0, feedback: 2.8836 },
+    },
+    bm25: DEFAULT_CALIBRATION.bm25,
+    vector: {
+      intercept: -3.2483,
+      weights: { coverage: 0, bm25Relative: 0, bm25Log: 0, cosine: 0, cosineMargin: 6.9097, ranking: 0.1153, lead: 0, reciprocalRank: 0, feedback: 0 },
+    },
+  },
+  minScore: 0.07,
+};
+
+/** Calibrations by embedding model id. */
+export const CALIBRATIONS: Readonly<Record<string, Calibration>> = { [OFFLINE_MODEL_ID]: OFFLINE_CALIBRATION };
+
+/** The calibration for the model an index was built with: its own, or the generic one. */
+export function calibrationFor(model: string | null | undefined): Calibration {
+  return (model ? CALIBRATIONS[model] : undefined) ?? GENERIC_CALIBRATION;
+}
+
+/**
+ * Whether a ranking answers its query at `minScore`: what the cut compares. Abstaining is a judgement on the query
+ * (is anything here an answer?), and the best estimate of that is the top hit's score. Cutting each hit at the
+ * threshold instead dropped right answers ranked 2–5, whose own estimates are low because the ranking put something
+ * else first (issue 48: MetaTool R@5 0.690 → 0.663 at the default). Learned usage among the hits shown also answers
+ * it: a query like this one was answered by that tool before, so abstaining would contradict recorded evidence (a
+ * learned tool ranked second was hidden behind a weak top hit).
+ */
+export function answers(scores: readonly number[], feedback: readonly (number | undefined)[], minScore: number): boolean {
+  return (scores[0] ?? 0) >= minScore || feedback.some((value) => (value ?? 0) > 0);
+}
 
 export function relevance(features: RelevanceFeatures, model: CalibrationModel): number {
   let z = model.intercept;

@@ -22,8 +22,9 @@ import {
 import { DEFAULT_RERANK_SETTINGS, rerankCandidates, type Reranker, type RerankSettings } from './rerank.js';
 import { embeddingSpan, searchSpan } from '../telemetry/spans.js';
 import {
+  answers,
   calibratedScores,
-  DEFAULT_CALIBRATION,
+  calibrationFor,
   rankedFeatures,
   type CalibrationMode,
   type CalibrationModel,
@@ -51,11 +52,13 @@ export interface SearchSettings {
   /** Per-query vector weight from the vector margin, on top of the base weights (weighted fusion only). */
   adaptive?: AdaptiveFusionSettings;
   /**
-   * Results whose calibrated score (an estimate in [0, 1] that the tool answers the query, src/search/calibration.ts)
-   * is below this are dropped, so a query nothing answers gets nothing; a request's min_score overrides it.
+   * The default cut: a query whose top hit's calibrated score (an estimate in [0, 1] that the tool answers the query,
+   * src/search/calibration.ts) is below this gets nothing, unless learned usage vouches for a hit shown (`answers`);
+   * an answered query gets its top_k. Unset: the calibration's own for the index's embedding model
+   * (`calibrationFor`), which `settings` reports. A request's own min_score instead drops each hit scoring below it.
    */
   minScore?: number;
-  /** The calibration models per mode; DEFAULT_CALIBRATION without (the eval's `calibrate` fits new ones). */
+  /** The calibration models per mode; without, the index's embedding model's (`calibrationFor`). */
   calibration?: Record<CalibrationMode, CalibrationModel>;
   /**
    * Longest wait for the query's embedding. Past it, or when the embeddings provider fails, the answer comes from
@@ -75,10 +78,7 @@ export const DEFAULT_SEARCH_SETTINGS: SearchSettings = {
   candidates: 50,
   pinned: [],
   adaptive: DEFAULT_ADAPTIVE_FUSION,
-  // The threshold keeping the right answer (in the top 5) of 98% of everyday-kind requests (the everyday set and
-  // LiveMCPBench's, whole catalogs) with the shipped models; abstention judged on held-out server halves
-  // (BENCHMARKS.md, "Calibrated scores"). A query no tool fits, scored on a weak cosine alone, stays below it.
-  minScore: 0.075,
+  // minScore unset: each embedding model's calibration carries its own (src/search/calibration.ts).
   embedTimeoutMs: 2_000,
   rerank: DEFAULT_RERANK_SETTINGS,
 };
@@ -101,7 +101,10 @@ export interface SearchRequest {
   visibilityKey?: string;
   /** Whose feedback counts (an API key id) when feedback.isolation is "key"; ignored when it is "global". */
   feedbackScope?: string;
-  /** Drops results scoring below it (after reranking, on the score returned); overrides settings.minScore. */
+  /**
+   * Drops results scoring below it (after reranking, on the score returned), instead of the default cut's judgement
+   * on the query (settings.minScore); 0 keeps all.
+   */
   minScore?: number;
   /** false skips the reranker for this request. */
   rerank?: boolean;
@@ -250,6 +253,8 @@ export class SearchService {
   private readonly reranker?: Reranker;
   private readonly pinned: Set<string>;
   private current: SearchSettings;
+  /** `current` with min_score filled in from the live model's calibration, for the settings and model it was made for. */
+  private resolved?: { from: SearchSettings; model: string | null; settings: SearchSettings };
   /** Visible label sets by visibility key, per live index and for the catalog snapshot they were computed against. */
   /** Regex mode's prepared text, per catalog snapshot. */
   private readonly haystacks = new WeakMap<CatalogSnapshot, RegexHaystacks>();
@@ -267,9 +272,14 @@ export class SearchService {
     this.pinned = new Set(settings.pinned);
   }
 
-  /** The defaults a request gets for what it leaves out. */
+  /** The defaults a request gets for what it leaves out; min_score, when not configured, the live model's calibration's. */
   get settings(): Readonly<SearchSettings> {
-    return this.current;
+    if (this.current.minScore !== undefined) return this.current;
+    const model = this.indexes.current?.model ?? null;
+    if (this.resolved?.from !== this.current || this.resolved.model !== model) {
+      this.resolved = { from: this.current, model, settings: { ...this.current, minScore: calibrationFor(model).minScore } };
+    }
+    return this.resolved.settings;
   }
 
   /**
@@ -314,7 +324,7 @@ export class SearchService {
     return {
       rank: (overrides = {}) => {
         const merged = { ...request, ...overrides };
-        const { ranked, fallback } = this.fuseSignals(signals, mode, merged);
+        const { ranked, fallback } = this.fuseSignals(live, signals, mode, merged);
         return this.finish(live, query, ranked, fallback, merged, accept);
       },
     };
@@ -342,7 +352,7 @@ export class SearchService {
     // Only the signals these weights use are retrieved: a search pays for no embedding its ranking ignores.
     const need = this.signalsUsed(mode, { ...this.settings.weights, ...request.weights });
     const signals = await this.retrieve(live, query, need, filter, request);
-    const { ranked, fallback } = this.fuseSignals(signals, mode, request);
+    const { ranked, fallback } = this.fuseSignals(live, signals, mode, request);
     return this.finish(live, query, ranked, fallback, request, accept);
   }
 
@@ -400,7 +410,7 @@ export class SearchService {
   }
 
   /** The one place signals become a ranking: every search, and every setting tried by tuning, goes through here. */
-  private fuseSignals(signals: Signals, mode: SearchMode, request: SearchRequest): { ranked: RankedResult[]; fallback?: SearchFallback } {
+  private fuseSignals(live: SearchIndex, signals: Signals, mode: SearchMode, request: SearchRequest): { ranked: RankedResult[]; fallback?: SearchFallback } {
     const { ranked, fallback } = this.rank(signals, mode, request);
     const calibrationMode: CalibrationMode = fallback || mode === 'bm25' ? 'bm25' : mode === 'vector' ? 'vector' : 'hybrid';
     // The ranking score each mode orders by, spread onto a comparable scale for the `ranking` feature.
@@ -410,7 +420,8 @@ export class SearchService {
     const semantic = use.vector && calibrationMode !== 'bm25' ? signals.semantic : [];
     const rankingScores = calibrationMode === 'hybrid' ? ranked : normalised(ranked, calibrationMode === 'bm25' ? lexical : semantic);
     const features = rankedFeatures(rankingScores, lexical, semantic);
-    const models = this.settings.calibration ?? DEFAULT_CALIBRATION;
+    // The index's embedding model's calibration: cosines mean different things under different models.
+    const models = this.settings.calibration ?? calibrationFor(live.model).models;
     const relevance = calibratedScores(features, models[calibrationMode]);
     const results = ranked.map((result, i) => ({ ...result, relevance: relevance[i]!, features: features[i]! }));
     return fallback ? { ranked: results, fallback } : { ranked: results };
@@ -437,7 +448,7 @@ export class SearchService {
     return { ranked: fuse(lexical, semantic, { ...fused, feedback: use.feedbackWeight }, method, feedback) };
   }
 
-  /** Resolves a ranking against the catalog, reranks it if configured, and cuts it to min_score and top_k. */
+  /** Resolves a ranking against the catalog, reranks it if configured, abstains below min_score, and cuts it to top_k. */
   private async finish(
     live: SearchIndex,
     query: string,
@@ -450,7 +461,10 @@ export class SearchService {
     const index = { hash: live.catalogHash, model: live.model };
     const rerank = this.settings.rerank;
     const reranking = this.reranker !== undefined && rerank?.enabled === true && request.rerank !== false;
-    const minScore = request.minScore ?? this.settings.minScore ?? 0;
+    // A caller's own min_score drops each hit below it (SPEC: "fewer, or none when nothing fits"); the default one is
+    // abstention, judged on the query (below).
+    const perHit = request.minScore !== undefined;
+    const minScore = request.minScore ?? this.current.minScore ?? calibrationFor(live.model).minScore;
     // Checked again: feedback may name tools the index searches did not filter, and the catalog may have moved on.
     // Without a reranker only the first topK that pass are needed, so the rest are never looked up.
     let candidates: SearchHit[] = [];
@@ -461,7 +475,7 @@ export class SearchService {
         if (candidate.relevance >= minScore && accept(candidate.name)) beyond++;
         continue;
       }
-      if (!accept(candidate.name) || (!reranking && candidate.relevance < minScore)) continue;
+      if (!accept(candidate.name) || (perHit && !reranking && candidate.relevance < minScore)) continue;
       candidates.push({
         tool: this.catalog.get(candidate.name)!.tool,
         score: candidate.relevance,
@@ -480,9 +494,18 @@ export class SearchService {
         return { ...hit, score: ceiling };
       });
     }
-    const kept = candidates.filter((hit) => hit.score >= minScore);
-    const results = kept.slice(0, topK);
-    const matched = kept.length + beyond;
+    if (perHit) {
+      const kept = candidates.filter((hit) => hit.score >= minScore);
+      const results = kept.slice(0, topK);
+      return fallback ? { results, matched: kept.length + beyond, index, fallback } : { results, matched: kept.length + beyond, index };
+    }
+    // The default cut judges the query, not each hit (calibration.ts, `answers`): an answered query keeps its top_k, so
+    // a right answer ranked below a surer hit is not dropped for scoring lower than it (issue 48).
+    const shown = candidates.slice(0, topK);
+    const answered = answers(shown.map((hit) => hit.score), shown.map((hit) => hit.scores.feedback), minScore);
+    const results = answered ? shown : [];
+    // Tools at or above min_score (more would be found by asking for more), and at least those shown.
+    const matched = answered ? Math.max(results.length, candidates.filter((hit) => hit.score >= minScore).length + beyond) : 0;
     return fallback ? { results, matched, index, fallback } : { results, matched, index };
   }
 

@@ -49,10 +49,12 @@ export const searchSettingsSchema = z
     maxQueryLength: z.number().int().min(1).max(100_000).default(2_000),
     pinned: z.array(z.string()).default([]),
     /**
-     * Results whose calibrated score (0–1: how likely the tool answers the query) is below this are dropped, so a query
-     * nothing answers gets nothing; 0 keeps all. Per request as min_score. Default from `toolrouter calibrate`.
+     * The default cut: a query whose top hit's calibrated score (0–1: how likely the tool answers the query) is below
+     * this gets nothing (unless learned usage vouches for a hit shown); an answered query gets its top_k. 0 never
+     * abstains. Unset: the embedding model's calibration's own (src/search/calibration.ts, `toolrouter calibrate`). A
+     * request's min_score instead drops each hit scoring below it.
      */
-    minScore: z.number().min(0).max(1, 'search.minScore is a calibrated score, 0 to 1').default(DEFAULT_SEARCH_SETTINGS.minScore!),
+    minScore: z.number().min(0).max(1, 'search.minScore is a calibrated score, 0 to 1').optional(),
     /** Longest wait for a query's embedding before the search answers from BM25 alone (and says so). */
     embedTimeoutMs: z.number().int().min(1).max(60_000).default(2_000),
     /** Per-query weights from each signal's evidence (src/search/fusion.ts), scaling the base weights in weighted fusion. */

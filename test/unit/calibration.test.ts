@@ -3,12 +3,34 @@
  * offline embedder, the real indexes. The only stand-in is an embeddings provider that fails, to force the BM25 fallback.
  */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { before, describe, it } from 'node:test';
 import { createEmbedder, type Embedder } from '../../src/embedding/embedder.js';
-import { abstentionSplit, atThreshold, auc, fitModel, serverUnits, thresholdKeeping, type QueryHits } from '../../src/eval/calibrate.js';
-import { loadCatalogSources, loadQueries } from '../../src/eval/datasets.js';
-import { DEFAULT_CALIBRATION, type RelevanceFeatures } from '../../src/search/calibration.js';
+import {
+  abstentionSplit,
+  atThreshold,
+  auc,
+  fitModel,
+  recallLoss,
+  serverUnits,
+  thresholdKeeping,
+  thresholdWithinLoss,
+  type QueryHits,
+} from '../../src/eval/calibrate.js';
+import { loadCatalogFile, loadCatalogSources, loadQueries } from '../../src/eval/datasets.js';
+import { createEngine } from '../../src/eval/engine.js';
+import { evaluate } from '../../src/eval/metrics.js';
+import { OFFLINE_MODEL_ID } from '../../src/embedding/offline/options.js';
+import {
+  answers,
+  calibratedScores,
+  calibrationFor,
+  DEFAULT_CALIBRATION,
+  GENERIC_CALIBRATION,
+  OFFLINE_CALIBRATION,
+  type RelevanceFeatures,
+} from '../../src/search/calibration.js';
 import { describeCoverage } from '../../src/search/coverage.js';
 import { searchToolDefinition } from '../../src/chat/core/search-tool.js';
 import { chatDialect } from '../../src/chat/openai-chat/dialect.js';
@@ -17,7 +39,7 @@ import type { RequestTool } from '../../src/chat/core/tool-request.js';
 import { countTokens } from 'gpt-tokenizer';
 import { createFixedSearch, type FixedSearch } from '../../src/search/fixed.js';
 import { DEFAULT_SEARCH_SETTINGS, SearchService } from '../../src/search/search.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { DATASETS_DIR, REPO_ROOT } from '../helpers/paths.js';
 import { fixtureTools } from '../helpers/router.js';
 import { loadConfig } from '../../src/config/config.js';
 
@@ -63,10 +85,11 @@ describe('calibrated scores', () => {
   });
 
   it('the default min_score turns away a query of unknown words and keeps an answered one', async () => {
-    assert.ok(DEFAULT_SEARCH_SETTINGS.minScore! > 0);
-    const none = await stack.search.search({ query: 'qzxv blorfing', minScore: DEFAULT_SEARCH_SETTINGS.minScore! });
+    assert.ok(stack.search.settings.minScore! > 0);
+    const none = await stack.search.search({ query: 'qzxv blorfing' });
     assert.deepEqual(none.results, []);
-    const some = await stack.search.search({ query: 'create a pull request', minScore: DEFAULT_SEARCH_SETTINGS.minScore! });
+    assert.equal(none.matched, 0);
+    const some = await stack.search.search({ query: 'create a pull request' });
     assert.equal(some.results[0]?.tool.name, 'github__create_pull_request');
     assert.ok((some.matched ?? 0) >= some.results.length);
   });
@@ -165,5 +188,98 @@ describe('coverage text', () => {
     const counted = describeCoverage(huge);
     assert.ok(countTokens(counted) <= 400, `${countTokens(counted)} tokens`);
     assert.match(counted, /and \d+ more\.$/);
+  });
+});
+
+/** A labelled set over its whole catalog (every query answerable), as `npm run eval` and `toolrouter calibrate` load it. */
+const heldOutSets = [
+  { name: 'MetaTool', catalog: path.join(DATASETS_DIR, 'metatool'), queries: [path.join(DATASETS_DIR, 'metatool', 'queries.csv')], described: false },
+  {
+    name: 'LiveMCPBench (hand-written and agent-style)',
+    catalog: path.join(DATASETS_DIR, 'livemcpbench', 'tools.json'),
+    queries: [path.join(fixtures, 'livemcpbench-queries.jsonl'), path.join(fixtures, 'livemcpbench-agent-queries.jsonl')],
+    described: true,
+  },
+  { name: 'everyday', catalog: path.join(DATASETS_DIR, 'livemcpbench', 'tools.json'), queries: [path.join(DATASETS_DIR, 'everyday', 'queries.jsonl')], described: true },
+  { name: 'fixture', catalog: path.join(fixtures, 'catalog.json'), queries: [path.join(fixtures, 'queries.jsonl')], described: false },
+];
+
+describe('the default cut keeps right answers (issue 48)', () => {
+  for (const set of heldOutSets) {
+    const missing = [set.catalog, ...set.queries].find((file) => !existsSync(file));
+    // The shipped min_score was chosen on the even queries (`toolrouter calibrate`, split 1); these are the odd ones.
+    it(`${set.name}: R@5 at default settings within 0.005 of no cut, on held-out queries`, { skip: missing ? `${missing} not found` : false }, async () => {
+      const engine = await createEngine(set.described ? loadCatalogSources(set.catalog) : loadCatalogFile(set.catalog), { config: loadConfig({ TOOLROUTER_CONFIG: '' }) });
+      const queries = set.queries.flatMap((file) => loadQueries(file)).filter((_, i) => i % 2 === 1);
+      const run = (minScore?: number) =>
+        evaluate(async (query) => (await engine.search.search({ query, topK: 10, ...(minScore === undefined ? {} : { minScore }) })).results.map((hit) => hit.tool.name), queries);
+      const [uncut, atDefault] = [await run(0), await run()];
+      assert.ok(atDefault.recallAt5 >= uncut.recallAt5 - 0.005, `R@5 ${uncut.recallAt5} without the cut, ${atDefault.recallAt5} at min_score ${engine.search.settings.minScore}`);
+    });
+  }
+
+  it('a query is answered by its top score or by learned usage among the hits shown, not cut hit by hit', () => {
+    assert.equal(answers([0.4, 0.01], [undefined, undefined], 0.065), true);
+    assert.equal(answers([0.05, 0.04], [0, 0], 0.065), false);
+    assert.equal(answers([0.05, 0.04], [0, 0.2], 0.065), true, 'a learned tool vouches for the query');
+    assert.equal(answers([0.05, 0.04], [0, -0.5], 0.065), false, 'a tool marked not relevant vouches for nothing');
+    assert.equal(answers([], [], 0), true);
+    assert.equal(answers([], [], 0.01), false);
+  });
+
+  it('the threshold rises only as far as every set keeps its right answers within the budget', () => {
+    const hit = (coverage: number): RelevanceFeatures => ({ coverage, bm25Relative: 1, bm25Log: 1, cosine: 0, cosineMargin: 0, ranking: 0.5, lead: 0, reciprocalRank: 1, feedback: 0 });
+    const model = DEFAULT_CALIBRATION.bm25;
+    // 400 queries whose right answer is second, top scores rising with coverage; and a small set of 10.
+    const big: QueryHits[] = Array.from({ length: 400 }, (_, i) => ({ answerable: true, features: [hit(i / 400), hit(0)], relevant: [false, true], rawTop: 0 }));
+    const small: QueryHits[] = Array.from({ length: 10 }, (_, i) => ({ answerable: true, features: [hit(0.5 + i / 20)], relevant: [true], rawTop: 0 }));
+    const tops = (hits: QueryHits[]) => hits.map((query) => calibratedScores(query.features, model)[0]!).sort((a, b) => a - b);
+    // 0.25% of 400 = 1 query may be lost: the threshold is the second lowest top score (ranks 2–5 count, not only the top).
+    assert.equal(thresholdWithinLoss([big], model), tops(big)[1]);
+    assert.ok(recallLoss(big, model, tops(big)[1]!) <= 0.0025);
+    assert.ok(recallLoss(big, model, tops(big)[2]!) > 0.0025);
+    // A set of 10 may lose none: its lowest right answer bounds the threshold, whatever the big set allows.
+    assert.equal(thresholdWithinLoss([big, small], model), Math.min(tops(big)[1]!, tops(small)[0]!));
+    // Learned usage answers at any threshold.
+    const learned: QueryHits = { answerable: true, features: [{ ...hit(0), feedback: 0.3 }], relevant: [true], rawTop: 0 };
+    assert.equal(recallLoss([learned], model, 0.99), 0);
+  });
+
+  describe('per embedding model', () => {
+    let embedder: Embedder;
+    before(async () => {
+      embedder = await createEmbedder(loadConfig({ TOOLROUTER_CONFIG: '' }).embedding);
+    });
+
+    it("the offline model has its own calibration; a model without one gets the generic models, which read no absolute cosine", () => {
+      assert.equal(embedder.modelId, OFFLINE_MODEL_ID);
+      assert.equal(calibrationFor(OFFLINE_MODEL_ID), OFFLINE_CALIBRATION);
+      assert.equal(calibrationFor('someone/unknown-embedder'), GENERIC_CALIBRATION);
+      assert.equal(calibrationFor(null), GENERIC_CALIBRATION);
+      for (const mode of ['hybrid', 'vector'] as const) assert.equal(GENERIC_CALIBRATION.models[mode].weights.cosine, 0, mode);
+      assert.ok(OFFLINE_CALIBRATION.models.hybrid.weights.cosine > 0, 'the offline model reads its own cosines');
+    });
+
+    it('search scores and cuts with the index model\'s calibration, and a configured min_score wins', async () => {
+      // The same vectors under another model id: what changes is only which calibration the index's model gets.
+      const other: Embedder = {
+        modelId: 'someone/unknown-embedder',
+        cacheKey: `${embedder.cacheKey}-other`,
+        dimensions: embedder.dimensions,
+        embed: (texts, options) => embedder.embed(texts, options),
+      };
+      const offline = await createFixedSearch(fixtureTools(), { embedder });
+      const unknown = await createFixedSearch(fixtureTools(), { embedder: other });
+      assert.equal(offline.search.settings.minScore, OFFLINE_CALIBRATION.minScore);
+      assert.equal(unknown.search.settings.minScore, GENERIC_CALIBRATION.minScore);
+      const query = 'send an email to a colleague';
+      const [a, b] = [await offline.search.search({ query, topK: 3, minScore: 0, explain: true }), await unknown.search.search({ query, topK: 3, minScore: 0, explain: true })];
+      assert.deepEqual(a.results.map((hit) => hit.tool.name), b.results.map((hit) => hit.tool.name));
+      assert.deepEqual(a.results.map((hit) => hit.score), calibratedScores(a.results.map((hit) => hit.features!), OFFLINE_CALIBRATION.models.hybrid));
+      assert.deepEqual(b.results.map((hit) => hit.score), calibratedScores(b.results.map((hit) => hit.features!), GENERIC_CALIBRATION.models.hybrid));
+      const configured = await createFixedSearch(fixtureTools(), { embedder, settings: { ...DEFAULT_SEARCH_SETTINGS, minScore: 0.9 } });
+      assert.equal(configured.search.settings.minScore, 0.9);
+      assert.deepEqual((await configured.search.search({ query })).results, []);
+    });
   });
 });

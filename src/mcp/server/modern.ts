@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { Access } from '../../auth/access.js';
 import { McpFeedback } from '../gateway/feedback-capture.js';
-import { describeIssues } from './params.js';
+import { describeIssues, readableParams } from './params.js';
 import { declared } from '../relay/channel.js';
 import { InputRounds } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
@@ -127,15 +127,16 @@ function authorizationRequest(error: unknown, answered: Record<string, unknown> 
 }
 
 /**
- * The v2 SDK server, with a client's mistake in tools/call params answered in words: the SDK checks them before the
- * handler and puts its raw validation dump in the -32602 message; the code stays, the message names field and type.
+ * The v2 SDK server, with a client's params mistakes answered in words: every method's SDK check (which answers
+ * -32603 with a raw dump) goes through readableParams (params.ts, -32602 naming the field); tools/call's, which the
+ * SDK answers -32602 with its raw dump in the message, keeps the code and gets the message in words.
  */
 class ReadableParamsServer extends Server {
   protected override _wrapHandler(
     method: string,
     handler: (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result>,
   ): (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result> {
-    const wrapped = super._wrapHandler(method, handler);
+    const wrapped = super._wrapHandler(method, readableParams(method, handler, (message) => new ProtocolError(-32602, message)));
     if (method !== 'tools/call') return wrapped;
     return async (request, ctx) => {
       try {

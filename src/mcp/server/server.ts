@@ -26,7 +26,7 @@ import type { Tool } from '../../catalog/types.js';
 import { briefTool } from '../../search/coverage.js';
 import { SELECT_PREFIX } from '../../search/search.js';
 import { RpcError } from './rpc-error.js';
-import { loose, parseParams } from './params.js';
+import { guardParams, loose, parseParams } from './params.js';
 import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
 import { GatewayError, type McpGateway } from '../gateway/gateway.js';
 import type { UpstreamNotes } from '../gateway/startup.js';
@@ -224,6 +224,8 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     subscriptions.clear();
     previousOnClose?.();
   };
+  // The SDK's own handlers too (initialize, tasks/*): a client's params mistake is -32602 in words (params.ts).
+  guardParams(server);
   return server;
 }
 
