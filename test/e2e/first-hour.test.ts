@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { rootCertificates } from 'node:tls';
 import { after, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from '../helpers/paths.js';
-import { collectJsonLines, eventually } from '../helpers/processes.js';
+import { collectJsonLines, eventually, writeConfig } from '../helpers/processes.js';
+import { childrenOf, npxStyleWrapper, running } from '../helpers/process-tree.js';
 import { freePort } from '../helpers/redis-server.js';
 
 const run = promisify(execFile);
@@ -95,13 +98,16 @@ describe('the first hour: CLI and service papercuts', { timeout: 10 * 60_000 }, 
     await once(child, 'exit');
   });
 
-  test('serve refuses a port that is not one, before starting anything', async () => {
-    const failed = await run(CLI[0]!, [...CLI.slice(1), 'serve', '--port', '70000'], { env: cleanEnv() }).then(
-      () => assert.fail('serve accepted port 70000'),
-      (error: { code: number; stderr: string }) => error,
-    );
-    assert.equal(failed.code, 2);
-    assert.match(failed.stderr, /--port.*must be a port number/);
+  test('serve refuses a port that is not one, before starting anything; `toolrouter --port` is serve too', async () => {
+    for (const args of [['serve', '--port', '70000'], ['--port', '70000']]) {
+      const failed = await run(CLI[0]!, [...CLI.slice(1), ...args], { env: cleanEnv() }).then(
+        () => assert.fail(`${args.join(' ')} accepted port 70000`),
+        (error: { code: number; stderr: string }) => error,
+      );
+      assert.equal(failed.code, 2);
+      // Not "unknown option '--port'": with no command, the options are serve's.
+      assert.match(failed.stderr, /--port.*must be a port number/);
+    }
   });
 
   test('SIGTERM to `npm start` stops the server it started (no shell left holding it)', async () => {
@@ -116,5 +122,109 @@ describe('the first hour: CLI and service papercuts', { timeout: 10 * 60_000 }, 
     await once(npm, 'exit');
     // The server shuts down gracefully; with a shell between npm and node it stayed up, orphaned, still listening.
     await eventually(() => refused(`http://127.0.0.1:${port}/health`), (gone) => gone, 15_000);
+  });
+});
+
+describe('the first hour: a stdio upstream launched as `npx` launches it', { timeout: 10 * 60_000 }, () => {
+  const children: ChildProcess[] = [];
+  /** Every process an upstream started, for the clean-up when a test fails half-way. */
+  const started: number[] = [];
+  after(async () => {
+    for (const child of children) {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await once(child, 'exit');
+      }
+      child.stderr?.destroy();
+    }
+    for (const pid of started) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone, as it should be.
+      }
+    }
+  });
+
+  const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-first-hour-'));
+  // A real certificate file (the first of Node's bundled roots), so toolrouter itself starts without a warning.
+  const caFile = path.join(dir, 'extra-ca.pem');
+  writeFileSync(caFile, rootCertificates[0]!);
+  const network = {
+    HTTPS_PROXY: 'http://127.0.0.1:3129',
+    http_proxy: 'http://127.0.0.1:3130',
+    NO_PROXY: '127.0.0.1,localhost',
+    NODE_EXTRA_CA_CERTS: caFile,
+    SSL_CERT_FILE: caFile,
+    SSL_CERT_DIR: dir,
+  };
+  const wrapper = npxStyleWrapper();
+  const readPid = (file: string) => (existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) || undefined : undefined);
+
+  async function serveWith(servers: Record<string, unknown>, connectTimeoutMs: number): Promise<{ child: ChildProcess; url: string }> {
+    const port = await freePort();
+    const config = writeConfig({ mcp: { servers, connectTimeoutMs, reconnect: { initialMs: 60_000, maxMs: 60_000 } } });
+    const child = spawn(CLI[0]!, [...CLI.slice(1), '--port', String(port)], {
+      cwd: REPO_ROOT,
+      env: cleanEnv({ ...network, TOOLROUTER_CONFIG: config, LOG_LEVEL: 'info' }),
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    children.push(child);
+    await listening(child);
+    return { child, url: `http://127.0.0.1:${port}` };
+  }
+
+  async function stop(child: ChildProcess): Promise<void> {
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    await exited;
+  }
+
+  test('the server behind the wrapper gets the CA and proxy variables; a failing one shows its stderr; SIGTERM ends the whole tree', async () => {
+    const pidFile = path.join(dir, 'wrapped.pid');
+    const { child, url } = await serveWith(
+      {
+        wrapped: {
+          command: wrapper,
+          args: [process.execPath, '--import', 'tsx', path.join(REPO_ROOT, 'test/fixtures/mcp/stdio-server.ts')],
+          cwd: REPO_ROOT,
+          // The server's own env wins over what it inherits; the server keeps running after its client has gone.
+          env: { WRAPPER_PID_FILE: pidFile, FIXTURE_OUTLIVE_CLIENT: '1', NO_PROXY: 'only.example' },
+        },
+        failing: { command: 'sh', args: ['-c', 'echo "npm error code SELF_SIGNED_CERT_IN_CHAIN" >&2; exit 1'] },
+      },
+      120_000,
+    );
+    type Servers = { servers: { name: string; state: string; lastError?: string }[] };
+    const servers = await eventually(
+      async () => ((await (await fetch(`${url}/v1/mcp/servers`)).json()) as Servers).servers,
+      (list) => list.find((server) => server.name === 'wrapped')?.state === 'connected' && list.some((server) => server.name === 'failing' && server.lastError !== undefined),
+      180_000,
+    );
+    assert.match(servers.find((server) => server.name === 'failing')!.lastError!, /stderr: .*SELF_SIGNED_CERT_IN_CHAIN/);
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const response = await fetch(`${url}/mcp-rest/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, arguments: args }) });
+      assert.equal(response.status, 200);
+      return ((await response.json()) as { content: { text: string }[] }).content[0]!.text;
+    };
+    for (const [name, value] of Object.entries(network)) assert.equal(await call('wrapped__env', { name }), name === 'NO_PROXY' ? 'only.example' : value, name);
+    const server = Number(await call('wrapped__pid'));
+    const shell = readPid(pidFile)!;
+    started.push(server, shell);
+    assert.ok(running(server) && running(shell));
+    await stop(child);
+    assert.equal(running(server), false, 'the node server the wrapper started is gone with toolrouter');
+    assert.equal(running(shell), false, 'the wrapper is gone with toolrouter');
+  });
+
+  test('SIGTERM while a wrapper is still in its first connect ends it and its child', async () => {
+    const pidFile = path.join(dir, 'sleeper.pid');
+    const { child } = await serveWith({ sleeper: { command: wrapper, args: ['sleep', '1000'], env: { WRAPPER_PID_FILE: pidFile } } }, 600_000);
+    const shell = await eventually(() => readPid(pidFile), (pid) => pid !== undefined && childrenOf(pid).length > 0, 60_000);
+    const [sleep] = childrenOf(shell!);
+    started.push(shell!, sleep!);
+    await stop(child);
+    assert.equal(running(sleep!), false, 'the wrapper’s child is gone with toolrouter');
+    assert.equal(running(shell!), false, 'the wrapper is gone with toolrouter');
   });
 });
