@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +7,8 @@ import path from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { after, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { collectJsonLines, eventually, writeConfig } from '../helpers/processes.js';
 import { childrenOf, npxStyleWrapper, running } from '../helpers/process-tree.js';
@@ -91,11 +93,33 @@ describe('the first hour: CLI and service papercuts', { timeout: 10 * 60_000 }, 
       assert.equal(root.status, 302);
       assert.equal(root.headers.get('location'), '/console/');
     }
-    assert.equal((await fetch(`http://127.0.0.1:${port}/console/`)).status, 200);
+    const page = await fetch(`http://127.0.0.1:${port}/console/`);
+    assert.equal(page.status, 200);
+    // An icon for the console's tab, and at the root where browsers ask for one on any page: no key needed for it.
+    assert.match(await page.text(), /<link rel="icon" href="\/console\/favicon\.svg"/);
+    for (const icon of ['/favicon.ico', '/console/favicon.svg']) {
+      const response = await fetch(`http://127.0.0.1:${port}${icon}`);
+      assert.equal(response.status, 200, icon);
+      assert.match(response.headers.get('content-type') ?? '', /^image\/svg\+xml/);
+      assert.match(await response.text(), /^<svg /);
+    }
     // The redirect is the root only: the API beside it still needs the key.
     assert.equal((await fetch(`http://127.0.0.1:${port}/v1/mcp/servers`)).status, 401);
     child.kill('SIGTERM');
     await once(child, 'exit');
+  });
+
+  // Node below the supported range, where the machine has one (Debian's packaged node is 20): refused in one line
+  // before anything loads, whatever the command.
+  const oldNode = '/usr/bin/node';
+  const oldMajor = existsSync(oldNode) ? Number(spawnSync(oldNode, ['-p', 'process.versions.node.split(".")[0]'], { encoding: 'utf8' }).stdout.trim()) : 0;
+  test('an unsupported Node is refused in one line by bin/toolrouter.js', { skip: oldMajor === 0 || oldMajor >= 22 ? `no Node below 22 at ${oldNode}` : false }, async () => {
+    for (const args of [['--version'], ['serve', '--port', '0']]) {
+      const result = spawnSync(oldNode, [path.join(REPO_ROOT, 'bin/toolrouter.js'), ...args], { env: cleanEnv(), encoding: 'utf8' });
+      assert.equal(result.status, 1);
+      assert.equal(result.stdout, '');
+      assert.match(result.stderr, /^toolrouter: Node \d+\.\d+\.\d+ is not supported; it needs Node \^22\.15\.0 or >=24 \(package\.json engines\): install Node 24 LTS\n$/);
+    }
   });
 
   test('serve refuses a port that is not one, before starting anything; `toolrouter --port` is serve too', async () => {
@@ -108,6 +132,27 @@ describe('the first hour: CLI and service papercuts', { timeout: 10 * 60_000 }, 
       // Not "unknown option '--port'": with no command, the options are serve's.
       assert.match(failed.stderr, /--port.*must be a port number/);
     }
+  });
+
+  test('a stdio client that connects, lists and leaves: no error-level log line, no stack', async () => {
+    const transport = new StdioClientTransport({
+      command: CLI[0]!,
+      args: [...CLI.slice(1), 'stdio'],
+      cwd: REPO_ROOT,
+      env: cleanEnv({ LOG_LEVEL: 'info' }) as Record<string, string>,
+      stderr: 'pipe',
+    });
+    const logs: Record<string, unknown>[] = [];
+    collectJsonLines(transport.stderr!, logs, () => {});
+    const client = new Client({ name: 'first-hour', version: '1.0.0' });
+    await client.connect(transport);
+    await client.listTools();
+    // Leaves at once, while the first index build is still running: the build is abandoned, not failed.
+    const pid = transport.pid!;
+    await client.close();
+    await eventually(() => running(pid), (alive) => !alive, 30_000);
+    const errors = logs.filter((line) => typeof line.level === 'number' && line.level >= 50);
+    assert.deepEqual(errors, [], JSON.stringify(errors).slice(0, 2_000));
   });
 
   test('SIGTERM to `npm start` stops the server it started (no shell left holding it)', async () => {
