@@ -143,7 +143,7 @@ describe('the first hour: CLI and service papercuts', { timeout: 10 * 60_000 }, 
       stderr: 'pipe',
     });
     const logs: Record<string, unknown>[] = [];
-    collectJsonLines(transport.stderr!, logs, () => {});
+    collectJsonLines(transport.stderr! as NodeJS.ReadableStream, logs, () => {});
     const client = new Client({ name: 'first-hour', version: '1.0.0' });
     await client.connect(transport);
     await client.listTools();

@@ -64,7 +64,7 @@ describe('stdio upstreams launched through a wrapper', { timeout: 180_000 }, () 
     managers.push(upstreams);
     upstreams.start();
     await upstreams.settled();
-    assert.equal(upstreams.statusOf('wrapped')?.state, 'connected', upstreams.statusOf('wrapped')?.lastError);
+    assert.equal(upstreams.statusOf('wrapped')?.state, 'connected', upstreams.statusOf('wrapped')?.lastError ?? '');
     const seen = async (name: string) => textOf(await upstreams.callTool('wrapped__env', { name }, { timeoutMs: 30_000 }));
     for (const [name, value] of Object.entries(NETWORK)) assert.equal(await seen(name), name === 'no_proxy' ? 'only.example' : value, name);
     assert.equal(await seen('TOOLROUTER_TEST_SECRET'), '');
@@ -78,7 +78,7 @@ describe('stdio upstreams launched through a wrapper', { timeout: 180_000 }, () 
     managers.push(upstreams);
     upstreams.start();
     await upstreams.settled();
-    assert.equal(upstreams.statusOf('wrapped')?.state, 'connected', upstreams.statusOf('wrapped')?.lastError);
+    assert.equal(upstreams.statusOf('wrapped')?.state, 'connected', upstreams.statusOf('wrapped')?.lastError ?? '');
     const server = Number(textOf(await upstreams.callTool('wrapped__pid', {}, { timeoutMs: 30_000 })));
     const shell = readPid(file)!;
     assert.equal(groupOf(server), groupOf(shell), 'the server runs in the wrapper’s group');

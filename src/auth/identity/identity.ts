@@ -1,6 +1,6 @@
 import type { Access } from '../access.js';
 import type { KeyDefaults } from '../settings.js';
-import { bearerChallenge, mcpResource, protectedResourceMetadata, type RequestOrigin } from './metadata.js';
+import { acceptedAudiences, bearerChallenge, mcpResource, protectedResourceMetadata, type RequestOrigin } from './metadata.js';
 import { Principals } from './principal.js';
 import type { IdentitySettings } from './settings.js';
 import { looksLikeJwt, TokenVerifier } from './verifier.js';
@@ -17,7 +17,7 @@ export class Identity {
     readonly settings: IdentitySettings,
     keyDefaults: KeyDefaults,
   ) {
-    this.verifier = new TokenVerifier(settings);
+    this.verifier = new TokenVerifier({ ...settings, audience: acceptedAudiences(settings) });
     this.principals = new Principals({ ...(settings.claims ? { claims: settings.claims } : {}), defaultKey: settings.defaultKey ?? keyDefaults });
   }
 
