@@ -19,6 +19,9 @@ RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
   && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
+# node-gyp's Node headers: the node image ships them in /usr/local/include/node; without nodedir it fetches them from
+# nodejs.org, which a builder with only the npm registry cannot reach.
+ENV npm_config_nodedir=/usr/local
 # @huggingface/transformers is a dev dependency (tests): its onnxruntime-node would fetch CUDA libraries from nuget.
 RUN ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 COPY . .

@@ -25,14 +25,6 @@ const program = new Command()
     const file = globals().config;
     // Through the environment, so every command (and the worker module) loads it the same way.
     if (file !== undefined) process.env.TOOLROUTER_CONFIG = path.resolve(file);
-  })
-  // No command: serve, as before there were others. Anything else that is not a command is a mistake.
-  .action(async () => {
-    if (program.args.length > 0) {
-      const commands = program.commands.map((command) => command.name()).join(', ');
-      program.error(`error: unknown command '${program.args[0]}' (commands: ${commands}; see toolrouter --help)`, { exitCode: 2 });
-    }
-    await (await import('./cli/run.js')).serve(globals());
   });
 
 /** From package.json beside dist/ or src/, read here so `--version` loads nothing else. */
@@ -55,13 +47,22 @@ function globals(): GlobalOptions {
 const MCP_CONFIG_HELP =
   'take upstream MCP servers from an MCP client config file (Claude Desktop, Claude Code .mcp.json, Cursor, VS Code mcp.json); repeatable, added to mcp.import';
 
+// The default command: `toolrouter`, `toolrouter --port 9998` and `toolrouter serve --port 9998` all serve, as before
+// there were other commands. Anything else that is not a command is a mistake, named as one (not a stray argument).
 program
-  .command('serve')
+  .command('serve', { isDefault: true })
   .description('run the HTTP API (with the in-process indexer when no Redis is configured); the default command')
   .option('--mcp-config <file>', MCP_CONFIG_HELP, collect, [])
   .option('--port <port>', 'listen on this port (instead of PORT / port; 0 picks a free one)', portNumber)
   .option('--host <host>', 'listen on this address (instead of HOST / host; other than loopback needs ADMIN_KEY)')
-  .action(async (options: import('./cli/run.js').ServeOptions) => (await import('./cli/run.js')).serve({ ...globals(), ...options }));
+  .allowExcessArguments()
+  .action(async (options: import('./cli/run.js').ServeOptions, command: Command) => {
+    if (command.args.length > 0) {
+      const commands = program.commands.map((each) => each.name()).join(', ');
+      program.error(`error: unknown command '${command.args[0]}' (commands: ${commands}; see toolrouter --help)`, { exitCode: 2 });
+    }
+    await (await import('./cli/run.js')).serve({ ...globals(), ...options });
+  });
 
 program
   .command('stdio')
@@ -185,9 +186,6 @@ function positiveInteger(value: string): number {
   if (!Number.isInteger(parsed) || parsed < 1) throw new InvalidArgumentError('must be a positive integer');
   return parsed;
 }
-
-// Only the program itself: given before the commands, they would inherit it and accept stray arguments.
-program.allowExcessArguments();
 
 program.parseAsync().catch(async (error: unknown) => {
   if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : 2);

@@ -59,7 +59,7 @@ const DEFAULT_JSON_DEPTH = 64;
  * from an upstream's authorization server (guarded by its single-use `state`) and the client metadata document that
  * authorization servers fetch (src/mcp/upstream/oauth/routes.ts).
  */
-const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
+const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/favicon.ico', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
 
 export function createApp(options: AppOptions): Express {
   const app = express();

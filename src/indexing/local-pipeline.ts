@@ -87,9 +87,12 @@ export class LocalIndexPipeline implements IndexPipeline {
 
   /** Shown as the last error while tries remain (the state stays "building"); recorded as the failure after the last. */
   private failed(snapshot: CatalogSnapshot, error: Error): void {
+    // Closing abandons the build in flight (the builder ends it at its next checkpoint): that is the close, not a failed
+    // build, and a stdio client's normal exit must not log an error.
+    if (this.closed) return;
     if (this.failures.catalogHash !== snapshot.catalogHash) this.failures = { catalogHash: snapshot.catalogHash, count: 0 };
     const tries = ++this.failures.count;
-    if (this.closed || tries >= this.retry.attempts) {
+    if (tries >= this.retry.attempts) {
       this.manager.recordFailure(snapshot.catalogHash, error);
       return;
     }

@@ -15,6 +15,8 @@ interface Layout {
   tableWidth: number;
   revisionLines: number;
   offScreenButtons: number;
+  /** Lines of the section's heading and of the table's caption: one each. */
+  headingLines: number;
   lastErrors: string[];
   leftOut: string[];
 }
@@ -34,6 +36,7 @@ async function layout(page: Page): Promise<Layout> {
       pageOverflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
       tableWidth: document.querySelector('[data-testid="upstreams"]').getBoundingClientRect().width,
       revisionLines: Math.max(0, ...rows.map((row) => lines(row.querySelector('td[data-label="revision"]')))),
+      headingLines: Math.max(lines(document.querySelector('#servers-title')), lines(document.querySelector('[data-testid="upstreams"] caption'))),
       offScreenButtons: [...document.querySelectorAll('#servers button')].filter((button) => button.getBoundingClientRect().right > window.innerWidth).length,
       lastErrors: rows.map((row) => row.querySelector('td.error-text')?.textContent ?? ''),
       leftOut: [...document.querySelectorAll('[data-testid="left-out"] li')].map((item) => item.textContent ?? ''),
@@ -82,6 +85,7 @@ describe('console: the servers table at 1280 and 390 px', { timeout: 5 * 60_000 
         assert.equal(metrics.offScreenButtons, 0, 'every server button is on screen');
         assert.ok(metrics.tableWidth <= width, `the servers table is ${metrics.tableWidth} px wide`);
         assert.equal(metrics.revisionLines, 1, 'the revision (2025-11-25) is on one line');
+        assert.equal(metrics.headingLines, 1, 'the heading and its button are on one line');
         for (const text of metrics.lastErrors) {
           const parts = text.split(': ');
           assert.ok(parts.every((part, i) => i === 0 || part !== parts[i - 1]), `an error repeats itself: ${text}`);

@@ -164,6 +164,33 @@ describe('toolrouter as an OAuth resource server', () => {
     assert.equal((await record('GET', '/key/list', { key: token })).status, 403);
   });
 
+  test('resource unset, audience on 127.0.0.1: a client on localhost signs in and is served (not "wrong audience"); a scope is advertised', async () => {
+    const local = resource.replace('127.0.0.1', 'localhost');
+    const metadata = await call(new URL(local).origin, 'GET', '/.well-known/oauth-protected-resource/mcp');
+    assert.equal(metadata.body.resource, local);
+    // No requiredScopes: still a scope to ask for, since providers refuse a request with none (oidc-provider: access_denied).
+    assert.deepEqual(metadata.body.scopes_supported, ['openid']);
+    idp.loginAs({ sub: 'erin' });
+    const provider = new MemoryClientProvider();
+    const transport = new StreamableHTTPClientTransport(new URL(local), { authProvider: provider });
+    await assert.rejects(new Client({ name: 'on-localhost', version: '1.0.0' }).connect(transport), UnauthorizedError);
+    assert.equal(provider.authorizationUrl?.searchParams.get('resource'), local);
+    assert.equal(provider.authorizationUrl?.searchParams.get('scope'), 'openid');
+    const approval = await fetch(provider.authorizationUrl!, { redirect: 'manual' });
+    await transport.finishAuth(new URL(approval.headers.get('location')!).searchParams.get('code')!);
+    const client = new Client({ name: 'on-localhost', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(local), { authProvider: provider }));
+    try {
+      const result = await client.callTool({ name: 'fx__echo', arguments: { text: 'hello from localhost' } });
+      assert.match(JSON.stringify(result.content), /hello from localhost/);
+    } finally {
+      await client.close();
+    }
+    // The other loopback names are the same service; any other host is not.
+    assert.equal((await record('GET', '/mcp-rest/tools/list', { key: await idp.mint({ sub: 'erin', aud: resource.replace('127.0.0.1', '[::1]') }) })).status, 200);
+    assert.equal((await record('GET', '/mcp-rest/tools/list', { key: await idp.mint({ sub: 'erin', aud: resource.replace('127.0.0.1', 'localhost.example') }) })).status, 401);
+  });
+
   test('a claim picks the key template: a user in "interns" sees only what that template allows', async () => {
     const everyone = await idp.mint({ sub: 'carol', aud: resource });
     const intern = await idp.mint({ sub: 'dave', aud: resource, groups: ['staff', 'interns'] });

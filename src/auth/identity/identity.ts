@@ -1,6 +1,6 @@
 import type { Access } from '../access.js';
 import type { KeyDefaults } from '../settings.js';
-import { bearerChallenge, mcpResource, protectedResourceMetadata, type RequestOrigin } from './metadata.js';
+import { acceptedAudiences, bearerChallenge, mcpResource, protectedResourceMetadata, type RequestOrigin } from './metadata.js';
 import { Principals } from './principal.js';
 import type { IdentitySettings } from './settings.js';
 import { looksLikeJwt, TokenVerifier, type TokenVerifierOptions } from './verifier.js';
@@ -18,7 +18,7 @@ export class Identity {
     keyDefaults: KeyDefaults,
     log?: TokenVerifierOptions['log'],
   ) {
-    this.verifier = new TokenVerifier({ ...settings, ...(log ? { log } : {}) });
+    this.verifier = new TokenVerifier({ ...settings, audience: acceptedAudiences(settings), ...(log ? { log } : {}) });
     this.principals = new Principals({ ...(settings.claims ? { claims: settings.claims } : {}), defaultKey: settings.defaultKey ?? keyDefaults });
   }
 

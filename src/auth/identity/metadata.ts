@@ -30,14 +30,54 @@ export function metadataUrlFor(resource: string): string {
   return `${url.origin}${PROTECTED_RESOURCE_PATH}${path}`;
 }
 
-export function protectedResourceMetadata(settings: Pick<IdentitySettings, 'issuer' | 'requiredScopes'>, resource: string): Record<string, unknown> {
+/**
+ * The scopes a client is told to ask for (`scopes_supported`; the MCP SDK client requests them all): the required ones,
+ * then `scopes`; with neither, `openid`. A client that asks for no scope gets no token from common providers.
+ */
+export function advertisedScopes(settings: Pick<IdentitySettings, 'requiredScopes' | 'scopes'>): string[] {
+  const extra = settings.scopes ?? (settings.requiredScopes.length > 0 ? [] : ['openid']);
+  return [...new Set([...settings.requiredScopes, ...extra])];
+}
+
+export function protectedResourceMetadata(settings: Pick<IdentitySettings, 'issuer' | 'requiredScopes' | 'scopes'>, resource: string): Record<string, unknown> {
+  const scopes = advertisedScopes(settings);
   return {
     resource,
     authorization_servers: [settings.issuer],
     bearer_methods_supported: ['header'],
-    ...(settings.requiredScopes.length > 0 ? { scopes_supported: settings.requiredScopes } : {}),
+    ...(scopes.length > 0 ? { scopes_supported: scopes } : {}),
     resource_name: 'toolrouter',
   };
+}
+
+const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
+
+/**
+ * The audiences a token may name. With `resource` set, `audience` as configured. Unset, the resource a client is told
+ * is built from the Host it used, and a local client reaches toolrouter as localhost as often as 127.0.0.1: a loopback
+ * audience URL also accepts the same URL under the other loopback names (the same service, on the same machine), so a
+ * client on `localhost` is not refused "wrong audience" after signing in for `127.0.0.1`.
+ */
+export function acceptedAudiences(settings: Pick<IdentitySettings, 'audience' | 'resource'>): string[] {
+  const configured = Array.isArray(settings.audience) ? settings.audience : [settings.audience];
+  if (settings.resource !== undefined) return configured;
+  const accepted = new Set(configured);
+  for (const audience of configured) {
+    let url: URL;
+    try {
+      url = new URL(audience);
+    } catch {
+      continue;
+    }
+    if (!LOOPBACK_HOSTS.includes(url.hostname) || (url.protocol !== 'http:' && url.protocol !== 'https:')) continue;
+    for (const host of LOOPBACK_HOSTS) {
+      const alias = new URL(audience);
+      alias.hostname = host;
+      // URL keeps the configured spelling otherwise (path, trailing slash): compared as strings by the verifier.
+      accepted.add(audience.startsWith(url.origin) ? `${alias.origin}${audience.slice(url.origin.length)}` : alias.href);
+    }
+  }
+  return [...accepted];
 }
 
 /**

@@ -29,10 +29,17 @@ export const identitySettingsSchema = z
     jwksUri: z.string().url().optional(),
     /** Scopes every token must carry (`scope` or `scp`); also advertised as `scopes_supported`. */
     requiredScopes: z.array(z.string().min(1).max(256)).max(64).default([]),
+    /**
+     * Scopes advertised as `scopes_supported` beside `requiredScopes`: what an MCP client asks the authorization server
+     * for. Unset with no `requiredScopes`: `openid`, since a request with no scope at all is refused by common providers
+     * (oidc-provider answers `access_denied`); set it to the scopes your provider defines for toolrouter.
+     */
+    scopes: z.array(z.string().min(1).max(256)).max(64).optional(),
     algorithms: z.array(z.enum(TOKEN_ALGORITHMS)).min(1).default(['RS256', 'ES256', 'EdDSA']),
     /**
      * The public URL of /mcp as clients reach it (the protected resource's identifier). Unset: built from each request's
-     * scheme and Host (right unless a proxy rewrites them; set `security.trustProxy` behind one).
+     * scheme and Host (right unless a proxy rewrites them; set `security.trustProxy` behind one); then a loopback
+     * `audience` (localhost, 127.0.0.1, [::1]) also accepts its other loopback names, the way a local client reaches it.
      */
     resource: z.string().url().optional(),
     /** What a token's subject may see when no claim rule below matches; unset: `keys.defaults`. */

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import express, { Router } from 'express';
 
 /**
@@ -17,5 +18,10 @@ export function consoleRoutes(dir: string): Router {
     },
     express.static(dir, { index: 'index.html', redirect: true, fallthrough: true, cacheControl: true, maxAge: 0 }),
   );
+  // Browsers ask the root for an icon on any page of the origin (the API's JSON too): the console's, not a 404.
+  router.get('/favicon.ico', (_req, res) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.type('image/svg+xml').sendFile(path.join(dir, 'favicon.svg'), { maxAge: 86_400_000 });
+  });
   return router;
 }

@@ -19,6 +19,7 @@ import { callAsTask, callFailure, callTool, forward, runsAsTask, setUpstreamLogL
 import { listAllTools, ToolListing } from './listing.js';
 import { needsPerson, Reconnection } from './reconnection.js';
 import type { AuthorizationNeeded, UpstreamAuth } from './oauth/types.js';
+import type { Transport } from '@modelcontextprotocol/client';
 import { createTransport, terminateSession } from './transport.js';
 import {
   transportKind,
@@ -31,6 +32,20 @@ import {
   type UpstreamState,
   type UpstreamStatus,
 } from './types.js';
+
+/** Connects (revision probe, then initialize) within one deadline of `ms` for the whole. */
+async function connectWithin(client: Client, transport: Parameters<Client['connect']>[0], ms: number): Promise<void> {
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(new Error(`connecting timed out after ${ms} ms (mcp.connectTimeoutMs)`)), ms);
+  try {
+    await client.connect(transport, { timeout: ms, signal: deadline.signal });
+  } catch (error) {
+    // The SDK words an aborted request as "Error: <reason>"; the deadline's own error reads better in the status.
+    throw deadline.signal.aborted ? deadline.signal.reason : error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** Lines of a stdio server's stderr kept per connection attempt, for the error that explains a failed start. */
 const STDERR_TAIL_LINES = 20;
@@ -61,6 +76,11 @@ export class UpstreamConnection {
   private lastTransportError: unknown;
   private state: UpstreamState = 'down';
   private client: Client | undefined;
+  /**
+   * The current client's transport, closed here as well as by the client: while the client is still negotiating a
+   * revision it has not taken the transport yet, and its close would leave a starting stdio server running.
+   */
+  private transport: Transport | undefined;
   /** Incremented per connection attempt and on loss; callbacks of an older client compare and ignore themselves. */
   private generation = 0;
   private lastError: string | undefined;
@@ -261,10 +281,13 @@ export class UpstreamConnection {
     this.generation++;
     this.retries.stop();
     const client = this.client;
+    const transport = this.transport;
     this.client = undefined;
+    this.transport = undefined;
     if (this.state === 'connected') this.listing.withdraw();
     this.retries.failures = 0;
     void client?.close().catch(() => {});
+    void transport?.close().catch(() => {});
     // An OAuth server's discovery is redone too: a reconnect is the admin's cure for a wrong authorization server.
     const forgotten = this.options.auth?.forgetDiscovery?.().catch((error: unknown) => this.log.warn({ err: error }, 'could not forget the OAuth discovery'));
     // Without OAuth the attempt starts at once, as before (its status says connecting when the reconnect answers).
@@ -279,7 +302,9 @@ export class UpstreamConnection {
     this.retries.stop();
     this.state = 'closed';
     const client = this.client;
+    const transport = this.transport;
     this.client = undefined;
+    this.transport = undefined;
     this.settle();
     if (forget) {
       this.listing.clear();
@@ -288,10 +313,13 @@ export class UpstreamConnection {
         this.onFeatures({ kind: 'lists' });
       }
     }
-    if (!client) return;
-    // Tell the server the session is over (courtesy; it would expire anyway). Bounded: the server may be gone.
-    await withTimeout(terminateSession(client.transport), 1_000).catch(() => {});
-    await client.close().catch(() => {});
+    if (client) {
+      // Tell the server the session is over (courtesy; it would expire anyway). Bounded: the server may be gone.
+      await withTimeout(terminateSession(client.transport), 1_000).catch(() => {});
+      await client.close().catch(() => {});
+    }
+    // A stdio server's processes have ended when this resolves (transport.ts), also one that was still starting.
+    await transport?.close().catch(() => {});
   }
 
   /** Connected over the stateless 2026-07-28 revision (change notifications come on a subscriptions/listen stream). */
@@ -335,8 +363,9 @@ export class UpstreamConnection {
       if (generation === this.generation) this.onFeatures({ kind: 'resourceUpdated', uri: notification.params.uri });
     });
     this.client = client;
+    let transport: Transport | undefined;
     try {
-      const transport = createTransport(this.config, {
+      transport = this.transport = createTransport(this.config, {
         maxResultBytes: this.options.maxResultBytes,
         onRead: (bytes) => {
           this.bytesRead += bytes;
@@ -353,14 +382,16 @@ export class UpstreamConnection {
           if (generation === this.generation) this.lastHttpFailure = failure;
         },
       });
-      await client.connect(transport, { timeout: this.options.connectTimeoutMs });
+      // One deadline for the whole connect: the revision probe (server/discover) and initialize each took the full
+      // timeout, so a server that never answers was given twice connectTimeoutMs.
+      await connectWithin(client, transport, this.options.connectTimeoutMs);
       this.revision = client.getNegotiatedProtocolVersion();
       const tools = await listAllTools(client, this.options.connectTimeoutMs);
       const features = await listFeatures(client, this.options.connectTimeoutMs);
-      if (generation !== this.generation) return this.discard(client);
+      if (generation !== this.generation) return this.discard(client, transport);
       if (client.getProtocolEra() === 'modern') await this.listen(client, generation);
       else for (const uri of this.subscriptions.keys()) await client.subscribeResource({ uri }, { timeout: this.options.connectTimeoutMs });
-      if (generation !== this.generation) return this.discard(client);
+      if (generation !== this.generation) return this.discard(client, transport);
       this.features = features;
       this.state = 'connected';
       this.authNeeded = undefined;
@@ -386,7 +417,7 @@ export class UpstreamConnection {
     } catch (error) {
       // The SDK's own account (its negotiation steps, error codes) is for debugging; the status gets one plain line.
       this.log.debug({ err: error }, 'upstream connection attempt failed');
-      if (generation !== this.generation) return this.discard(client);
+      if (generation !== this.generation) return this.discard(client, transport);
       this.lost(generation, describeConnectFailure(error, transportKind(this.config), this.lastHttpFailure));
     } finally {
       this.settle();
@@ -408,8 +439,9 @@ export class UpstreamConnection {
    * A client whose attempt was overtaken (closed, removed, reconnected) while it was still connecting: closed now, since
    * a stdio transport may have spawned its process after the close that was meant for it.
    */
-  private discard(client: Client): void {
+  private discard(client: Client, transport: Transport | undefined): void {
     void client.close().catch(() => {});
+    void transport?.close().catch(() => {});
   }
 
   private describe(error: unknown): string {
@@ -540,7 +572,9 @@ export class UpstreamConnection {
     if (generation !== this.generation || this.closed) return;
     this.generation++;
     const client = this.client;
+    const transport = this.transport;
     this.client = undefined;
+    this.transport = undefined;
     const wasConnected = this.state === 'connected';
     // An OAuth server whose 401 could not be cured waits for the admin; the retries below still pick up a grant that
     // another instance obtained, and a refresh that failed for a passing reason.
@@ -558,6 +592,7 @@ export class UpstreamConnection {
     if (hadFeatures) this.onFeatures({ kind: 'lists' });
     // Closing fires onclose again; the generation check above ignores it.
     void client?.close().catch(() => {});
+    void transport?.close().catch(() => {});
     const refusal = this.options.auth?.refusal?.();
     const needed = needsPerson({ reason: this.lastError, ...(needs ? { authorization: needs } : {}), ...(refusal ? { refusal } : {}) });
     if (needed) {

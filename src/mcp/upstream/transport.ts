@@ -2,13 +2,44 @@
  * The transport to one upstream server, made in one place: stdio (a spawned process), streamable HTTP, or the legacy
  * HTTP+SSE transport. Authentication for HTTP servers is the SDK's `authProvider`, handed in through the options.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
+import type { PassThrough } from 'node:stream';
 import { SSEClientTransport, StreamableHTTPClientTransport, type AuthProvider, type OAuthClientProvider, type Transport } from '@modelcontextprotocol/client';
-import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { getDefaultEnvironment, StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/client/stdio';
 import { currentRequestScope, UPSTREAM_HEADER_PREFIX } from '../../auth/request-context.js';
 import { bodyExcerpt, type HttpFailure } from './errors.js';
 import { BoundedReadBuffer, boundedBody, DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
+import { endGroup } from './process-group.js';
 import type { UpstreamServerConfig } from './types.js';
+
+/**
+ * Variables a stdio server gets from toolrouter's environment beside the SDK's minimal default (HOME, LOGNAME, PATH,
+ * SHELL, TERM, USER): the network settings a server needs to reach anything from where toolrouter runs. Without them a
+ * server started through `npx` cannot reach its registry behind a proxy or a TLS-inspecting firewall, and fails with
+ * nothing but a timeout. A server's own `env` wins (an empty value clears one).
+ */
+export const INHERITED_NETWORK_VARIABLES = [
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'NO_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'no_proxy',
+  'NODE_EXTRA_CA_CERTS',
+  'SSL_CERT_FILE',
+  'SSL_CERT_DIR',
+] as const;
+
+/** The environment a stdio server starts with: the SDK's default, the network variables above, then its `env`. */
+export function stdioEnvironment(configured: Record<string, string> | undefined, from: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const env = getDefaultEnvironment();
+  for (const name of INHERITED_NETWORK_VARIABLES) {
+    const value = from[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...configured };
+}
 
 export interface TransportOptions {
   /** Each non-empty line the server process writes to stderr (stdio only). */
@@ -30,18 +61,98 @@ export interface TransportOptions {
   passthrough?: { server: string; headers: readonly string[] };
 }
 
+/** The SDK transport's fields that starting the process in a group of its own takes over. */
+interface StdioInternals {
+  _process?: ChildProcess;
+  _readBuffer: { append(chunk: Buffer): void; clear(): void };
+  _serverParams: StdioServerParameters;
+  _stderrStream: PassThrough | null;
+  processReadBuffer(): void;
+}
+
 /**
  * The SDK's stdio transport, probing in place: the v2 client negotiates a revision on the base class by spawning a
  * throwaway sibling process for its server/discover probe, then the real one; a subclass probes on the real child's
  * pipe (a 2025 server answers the unknown method with an error, and initialize follows on the same pipe). One process
  * per connection, and half the start-up time for servers that are slow to start.
+ *
+ * On POSIX the server is spawned as the leader of its own process group, and closing ends the whole group
+ * (process-group.ts): what a wrapper such as `npx` started ends with it, also when the close comes while the server is
+ * still starting. The SDK spawns in toolrouter's group and signals its direct child only.
  */
 class InPlaceStdioTransport extends StdioClientTransport {
-  constructor(params: ConstructorParameters<typeof StdioClientTransport>[0], maxResultBytes: number, onRefused?: (bytes: number) => void, onRead?: (bytes: number) => void) {
+  /** Once closing, the one close in progress (every caller waits for the group to end). */
+  private closing: Promise<void> | undefined;
+  /** The group's leader, kept after it exits: what it started may still be running (a wrapper that crashed). */
+  private leader: ChildProcess | undefined;
+
+  constructor(params: StdioServerParameters, maxResultBytes: number, onRefused?: (bytes: number) => void, onRead?: (bytes: number) => void) {
     super(params);
     // The SDK's buffer holds a whole line however long (and closes the transport past 10 MB); ours never holds more than
     // the limit, and answers an oversized result with an error for its request.
     (this as unknown as { _readBuffer: BoundedReadBuffer })._readBuffer = new BoundedReadBuffer(maxResultBytes, onRefused && ((bytes) => onRefused(bytes)), onRead);
+  }
+
+  private get internals(): StdioInternals {
+    return this as unknown as StdioInternals;
+  }
+
+  /** As the SDK's start (its events, its buffers), but spawned detached: the leader of a new process group. */
+  override async start(): Promise<void> {
+    if (process.platform === 'win32') return super.start();
+    const self = this.internals;
+    if (self._process) throw new Error('StdioClientTransport already started');
+    // Closed before it started (toolrouter stopping while connecting): a process spawned now would be nobody's.
+    if (this.closing) throw new Error('the stdio transport was closed before it started');
+    const params = self._serverParams;
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(params.command, params.args ?? [], {
+        env: { ...getDefaultEnvironment(), ...params.env },
+        stdio: ['pipe', 'pipe', params.stderr ?? 'inherit'],
+        shell: false,
+        cwd: params.cwd,
+        detached: true,
+      });
+      self._process = child;
+      this.leader = child;
+      child.on('error', (error) => {
+        reject(error);
+        this.onerror?.(error);
+      });
+      child.on('spawn', () => resolve());
+      child.on('close', () => {
+        if (self._process === child) self._process = undefined;
+        this.onclose?.();
+      });
+      child.stdin?.on('error', (error) => this.onerror?.(error));
+      child.stdout?.on('data', (chunk: Buffer) => {
+        try {
+          self._readBuffer.append(chunk);
+          self.processReadBuffer();
+        } catch (error) {
+          this.onerror?.(error as Error);
+          void this.close().catch(() => {});
+        }
+      });
+      child.stdout?.on('error', (error) => this.onerror?.(error));
+      if (self._stderrStream && child.stderr) child.stderr.pipe(self._stderrStream);
+    });
+  }
+
+  /** Ends the server's whole process group: stdin closed, then SIGTERM, then SIGKILL (process-group.ts). */
+  override close(): Promise<void> {
+    if (process.platform === 'win32') return super.close();
+    this.closing ??= this.endProcesses();
+    return this.closing;
+  }
+
+  private async endProcesses(): Promise<void> {
+    const self = this.internals;
+    const leader = this.leader;
+    self._process = undefined;
+    this.leader = undefined;
+    if (leader) await endGroup(leader);
+    self._readBuffer.clear();
   }
 }
 
@@ -58,7 +169,7 @@ export function createTransport(config: UpstreamServerConfig, options: Transport
   const transport = new InPlaceStdioTransport({
     command: config.command,
     args: config.args ?? [],
-    env: config.env,
+    env: stdioEnvironment(config.env),
     cwd: config.cwd,
     // Piped, not inherited: with `toolrouter stdio` our stderr is the client's log, and a server's chatter belongs in
     // our structured log; its last lines explain a crash in the status.
