@@ -74,7 +74,7 @@ export async function startRoundRobin(backends: { host: string; port: number }[]
     await untilListening(port, () => child.exitCode !== null || child.signalCode !== null);
   } catch (error) {
     child.kill('SIGKILL');
-    throw new Error(`haproxy did not start: ${(error as Error).message}\n${output}`);
+    throw new Error(`haproxy did not start: ${(error as Error).message}\n${output}`, { cause: error });
   }
   return {
     url: `http://127.0.0.1:${port}`,
