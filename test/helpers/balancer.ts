@@ -58,7 +58,9 @@ export async function startRoundRobin(backends: { host: string; port: number }[]
       '  default_backend apis',
       'backend apis',
       '  balance roundrobin',
-      '  option httpchk GET /health',
+      // An open (keyless) toolrouter answers only loopback Host names, so the check names one, as a client would.
+      '  option httpchk',
+      '  http-check send meth GET uri /health ver HTTP/1.1 hdr Host localhost',
       ...backends.map((backend, i) => `  server api${i} ${backend.host}:${backend.port} check inter ${inter} fall 1 rise 1`),
       '',
     ].join('\n'),
