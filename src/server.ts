@@ -27,6 +27,8 @@ import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
 import { redisForm } from './redis/settings.js';
+import { MemoryConversationStore, type ConversationStore } from './state/conversations.js';
+import { RedisConversationStore } from './state/redis/conversations.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
@@ -134,7 +136,11 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, upstreamAnthropicUrl: config.upstreamAnthropicUrl, bodyLimit: config.bodyLimit, limits: config.limits };
-  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
+  // Conversations (sticky selections, ranked turns) in Redis when there is one, so any instance continues any of them.
+  const conversations: ConversationStore = gate
+    ? new RedisConversationStore({ redis: gate.redis, keys: redisKeys, ttlMs: config.chat.conversationTtlMs, gate })
+    : new MemoryConversationStore({ selections: config.chat.stickyConversations });
+  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics, conversations }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
   routers.push(...mcp.routers);
