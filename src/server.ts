@@ -29,6 +29,7 @@ import { RedisBus } from './redis/bus.js';
 import { redisForm } from './redis/settings.js';
 import { MemoryConversationStore, type ConversationStore } from './state/conversations.js';
 import { RedisConversationStore } from './state/redis/conversations.js';
+import { RedisSearchStore } from './state/redis/searches.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
@@ -142,7 +143,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     : new MemoryConversationStore({ selections: config.chat.stickyConversations });
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics, conversations }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
