@@ -59,7 +59,9 @@ describe('a proxied conversation across three instances behind round-robin HAPro
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
     });
-    const config = writeConfig({ port: 0, host: '127.0.0.1', redis: { url: REDIS_URL }, queue: { prefix }, upstreamLlmUrl: llm.url });
+    // allowedHosts '*': HAProxy's health check (balancer.ts, `option httpchk GET /health`) sends no Host header, which
+    // an open service on loopback refuses; every instance would be taken out after its first check.
+    const config = writeConfig({ port: 0, host: '127.0.0.1', redis: { url: REDIS_URL }, queue: { prefix }, upstreamLlmUrl: llm.url, security: { allowedHosts: ['*'] } });
     // Each is pushed as it is spawned, so `after` stops it even when another never comes up; a loaded machine needs
     // more than startServe's minute for three processes compiling the sources at once.
     const spawned = [0, 1, 2].map(() => new CliProcess(['--config', config, 'serve'], { LOG_LEVEL: 'debug' }));
