@@ -30,6 +30,9 @@ import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
 import { redisForm } from './redis/settings.js';
+import { MemoryConversationStore, type ConversationStore } from './state/conversations.js';
+import { RedisConversationStore } from './state/redis/conversations.js';
+import { RedisSearchStore } from './state/redis/searches.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import { createReranker } from './search/rerank.js';
@@ -145,9 +148,13 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // The other faces (MCP gateway, chat proxy) add their routers here.
   const routers: Router[] = [];
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, upstreamAnthropicUrl: config.upstreamAnthropicUrl, bodyLimit: config.bodyLimit, limits: config.limits };
-  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback: credits, metrics }));
+  // Conversations (sticky selections, ranked turns) in Redis when there is one, so any instance continues any of them.
+  const conversations: ConversationStore = gate
+    ? new RedisConversationStore({ redis: gate.redis, keys: redisKeys, ttlMs: config.chat.conversationTtlMs, gate })
+    : new MemoryConversationStore({ selections: config.chat.stickyConversations });
+  routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback: credits, metrics, conversations }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.

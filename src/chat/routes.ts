@@ -21,6 +21,7 @@ import type { AnswerReader } from './core/answers.js';
 import { ToolIndexCache } from './core/tool-index-cache.js';
 import { parseJsonObject, type Api, type RequestTool, type ToolRequest } from './core/tool-request.js';
 import { ChatFeedback } from './core/feedback-capture.js';
+import { MemoryConversationStore, type ConversationStore } from '../state/conversations.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import { accessOf } from '../http/auth.js';
 import type { LimitsSettings } from '../catalog/settings.js';
@@ -42,6 +43,9 @@ export const CHAT_RAW_BODY_PATHS = [CHAT_COMPLETIONS_PATH, RESPONSES_PATH, REWRI
 
 /** Anthropic's API paths on this face (`/v1/messages` and below): their errors are Anthropic-shaped. */
 export const isAnthropicPath = (path: string): boolean => path === MESSAGES_PATH || path.startsWith(`${MESSAGES_PATH}/`);
+
+/** Conversation turns whose ranked tools the memory store remembers for feedback (least recently seen first out). */
+const CHAT_TURNS = 10_000;
 
 /** Most tools a request may ask to keep through `x-toolrouter-k`. */
 const MAX_K = 1_000;
@@ -69,6 +73,12 @@ export interface ChatOptions {
   feedback?: FeedbackRecorder;
   /** The router's metrics (tools kept and dropped, tokens saved, search-tool calls...); without it nothing is counted. */
   metrics?: Metrics;
+  /**
+   * Where conversations' sticky selections and ranked turns live (src/state/conversations.ts): Redis when the
+   * deployment has one, so any instance continues any conversation.
+   * @defaultValue this process's memory, chat.stickyConversations histories
+   */
+  conversations?: ConversationStore;
 }
 
 /**
@@ -76,9 +86,11 @@ export interface ChatOptions {
  * forwards requests upstream with their tool list cut to what the conversation needs, and `POST /v1/tools/rewrite`
  * shows that decision without forwarding.
  */
-export function chatRoutes({ config, catalog, search, embedder, log, feedback, metrics }: ChatOptions): Router {
+export function chatRoutes({ config, catalog, search, embedder, log, feedback, metrics, conversations }: ChatOptions): Router {
   const router = Router();
-  const chatFeedback = new ChatFeedback(feedback, log);
+  const memory = new MemoryConversationStore({ selections: config.chat.stickyConversations, turns: CHAT_TURNS });
+  const store = conversations ?? memory;
+  const chatFeedback = new ChatFeedback(feedback, store, log);
   const rewriter = new ToolRewriter({
     catalog,
     search,
@@ -94,7 +106,11 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     }),
   });
   const rawBody = express.raw({ type: () => true, limit: config.bodyLimit });
-  const sticky = new StickySelections(config.chat.stickyConversations);
+  // stickyConversations 0 turns stickiness off, wherever the store is.
+  const sticky = new StickySelections(config.chat.stickyConversations === 0 ? memory : store, log);
+  // Left in this process on purpose (derived, rebuilt from the request at the same result on any instance): the
+  // ToolIndexCache above (indexes of request tool lists, keyed by their hash) and the catalog-size memo in ToolRewriter's
+  // ActivationPolicy (keyed by catalog hash). Nothing else in src/chat outlives a request.
 
   /** Where an API's requests go; unset, its routes answer that no upstream is configured. */
   const upstreamOf = ({ upstream }: Dialect): UpstreamSettings => {
@@ -122,7 +138,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     const access = accessOf(res);
     const { rewrite, searchTool, keys, native } = await prepare(req, res, dialect, request);
     const { body, decision } = rewrite;
-    chatFeedback.observe(dialect.conversationSteps(request), decision, access.scope);
+    // Runs beside the forwarding (it never fails); awaited at the end so its store writes finish with the request.
+    const observed = chatFeedback.observe(dialect.conversationSteps(request), decision, access.scope);
     const labels = { mode: decision.mode };
     metrics?.chatToolsKept.inc(labels, decision.kept.length);
     metrics?.chatToolsDropped.inc(labels, decision.dropped.length);
@@ -141,7 +158,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       const sent = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
       await llmSpan({ api, model: request.body.model, url: upstream.url }, () => forwardRequest(req, res, sent, upstream, log, { observe }));
       const reply = answer as AnswerReader | undefined;
-      if (body !== undefined && decision.mode === 'request') sticky.set(keys, kept, reply?.finish(), reply?.responseId);
+      if (body !== undefined && decision.mode === 'request') await sticky.set(keys, kept, reply?.finish(), reply?.responseId);
+      await observed;
       return;
     }
     const result = await forwardWithSearch({
@@ -170,7 +188,8 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     });
     countToolTokens(metrics, dialect.tokenFace, access, { offered: decision.tokens.before, forwarded: result.tokens });
     const reply = answer as AnswerReader | undefined;
-    sticky.set(keys, result.forwarded, reply?.finish(), reply?.responseId ?? result.responseId);
+    await sticky.set(keys, result.forwarded, reply?.finish(), reply?.responseId ?? result.responseId);
+    await observed;
   };
 
   /**
@@ -203,7 +222,7 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     try {
       rewrite = await rewriter.rewrite(request, {
         ...options,
-        sticky: options.useCatalog ? [] : sticky.get(keys),
+        sticky: options.useCatalog ? [] : await sticky.get(keys),
         maxTools: config.chat.maxTools - (searchable ? 1 : 0),
         abstain: searchable,
       });

@@ -33,8 +33,16 @@ export const chatSettingsSchema = z
     searchRounds: z.number().int().min(0).max(10).default(3),
     /** Tools one search-tool call adds at most (the model may ask for fewer with top_k). */
     searchTopK: z.number().int().min(1).max(50).default(5),
-    /** Conversations whose forwarded tools are remembered, so later turns keep them (least recently used first out). */
+    /**
+     * Conversations whose forwarded tools are remembered, so later turns keep them (least recently used first out). With
+     * Redis they are shared by every instance and bounded by conversationTtlMs instead; 0 turns stickiness off either way.
+     */
     stickyConversations: z.number().int().min(0).max(1_000_000).default(10_000),
+    /**
+     * With Redis: how long a conversation's stored turns (forwarded tools, ranked tools for feedback) live after their
+     * last use. A conversation picked up again later is ranked afresh. 24 h: a chat left overnight keeps its tools.
+     */
+    conversationTtlMs: z.number().int().min(1_000).max(30 * 86_400_000).default(86_400_000),
     /** When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing. */
     failOpen: z.boolean().default(true),
     /** With ADMIN_KEY set, proxy requests need a toolrouter key (x-toolrouter-key); off, they go through without one. */

@@ -6,6 +6,7 @@ import type { IndexManager } from '../indexing/manager.js';
 import { mcpRestRoutes } from './server/rest-routes.js';
 import type { Metrics } from '../metrics.js';
 import type { SearchService } from '../search/search.js';
+import type { SearchStore } from '../state/searches.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { RedisBus } from '../redis/bus.js';
@@ -65,6 +66,8 @@ export function createMcpFaces(deps: {
   stateDir?: string;
   /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
   countRequest?: (access: Access) => Promise<void>;
+  /** Where search ids and recent-search histories live (src/state/searches.ts); default: this process's memory. */
+  searches?: SearchStore;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -116,6 +119,7 @@ export function createMcpFaces(deps: {
     startup,
   );
   gateway.feedback = deps.feedback;
+  if (deps.searches) gateway.useSearchStore(deps.searches);
   if (deps.metrics) gateway.tokens = new McpTokenAccounting(deps.metrics);
   // Always present: a key may turn code mode on where mcp.codeMode is off. Its threads start on the first execution.
   const sandbox = new Sandbox(mcp.sandbox);

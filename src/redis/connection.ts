@@ -155,6 +155,22 @@ export class RedisKeys {
   get oauthChannel(): string {
     return `${this.prefix}:oauth:events`;
   }
+  /** A chat conversation turn's forwarded tools (src/state/redis/conversations.ts), by a hash of history and answer. */
+  conversationSelection(id: string): string {
+    return `${this.prefix}:conv:sel:${id}`;
+  }
+  /** A chat conversation turn's ranked tools not yet seen called, with its query and scope (feedback). */
+  conversationTurn(id: string): string {
+    return `${this.prefix}:conv:turn:${id}`;
+  }
+  /** An MCP search (src/state/redis/searches.ts): query, tools found, tools already credited. */
+  search(id: string): string {
+    return `${this.prefix}:searches:id:${id}`;
+  }
+  /** The recent search ids of one caller scope (stateless requests) or one 2025 session, newest first. */
+  searchHistory(kind: 'scope' | 'session', id: string): string {
+    return `${this.prefix}:searches:${kind}:${id}`;
+  }
 }
 
 /**

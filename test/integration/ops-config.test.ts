@@ -316,14 +316,13 @@ describe('deployment files', () => {
   const dockerfile = readFileSync(path.join(REPO_ROOT, 'Dockerfile'), 'utf8');
 
   it('docker-compose.yml: redis with AOF, a scalable api and a worker from one image, running CLI commands that exist', async () => {
-    assert.deepEqual(Object.keys(compose.services).sort(), ['api', 'preflight', 'redis', 'worker']);
+    assert.deepEqual(Object.keys(compose.services).sort(), ['api', 'haproxy', 'preflight', 'redis', 'worker']);
     const { redis, api, worker } = compose.services;
     assert.ok(redis.command.join(' ').includes('--appendonly yes'));
     assert.ok(redis.volumes.some((volume: string) => volume.endsWith(':/data')), 'the AOF lives on a volume');
     assert.equal(api.container_name, undefined, 'a fixed container name would prevent --scale');
-    for (const mapping of api.ports as string[]) {
-      assert.match(mapping, /-.*:8080$/, 'a host port range, so replicas do not clash');
-    }
+    // Replicas bind no host port (they would clash under --scale): haproxy is the entry (test/integration/ops-haproxy.test.ts).
+    assert.equal(api.ports, undefined);
     for (const service of [api, worker]) {
       assert.equal(service.environment.REDIS_URL, 'redis://redis:6379');
       assert.equal(service.depends_on.redis.condition, 'service_healthy');

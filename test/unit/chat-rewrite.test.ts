@@ -13,6 +13,7 @@ import { anthropicSteps } from '../../src/chat/anthropic/request.js';
 import { capKept, requiredTools, selectRequestTools, stickyOrder, type KeptTool } from '../../src/chat/core/select.js';
 import { searchToolName } from '../../src/chat/core/search-tool.js';
 import { StickySelections } from '../../src/chat/core/sticky.js';
+import { MemoryConversationStore } from '../../src/state/conversations.js';
 import { chatShape } from '../../src/chat/openai-chat/answers.js';
 import { responsesShape } from '../../src/chat/openai-responses/answers.js';
 import { parseResponsesRequest } from '../../src/chat/openai-responses/request.js';
@@ -155,61 +156,60 @@ describe('maxTools cap', () => {
 });
 
 describe('sticky selection', () => {
-  it("puts the earlier turn's tools first in their order and appends the rest in request order", () => {
+  it("puts the earlier turn's tools first in their order and appends the rest in request order", async () => {
     const items = ['a', 'b', 'c', 'd', 'e'].map((name) => ({ name }));
     assert.deepEqual(stickyOrder(items, (item) => item.name, ['d', 'gone', 'b']).map((item) => item.name), ['d', 'b', 'a', 'c', 'e']);
   });
 
   const fingerprint = (content: string) => chatShape.answerAt([{ role: 'assistant', content }], 0);
 
-  it('recognises a later turn by its history prefix followed by the answer it got, per key and API', () => {
-    const sticky = new StickySelections(10);
+  it('recognises a later turn by its history prefix followed by the answer it got, per key and API', async () => {
+    const sticky = new StickySelections(new MemoryConversationStore({ selections: 10 }));
     const turn1 = parseChatRequest({ messages: [user('email Bob')] });
-    sticky.set(sticky.keys(turn1, chatShape, undefined), ['gmail'], fingerprint('sent'));
+    await sticky.set(sticky.keys(turn1, chatShape, undefined), ['gmail'], fingerprint('sent'));
     const turn2 = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', content: 'sent' }, user('and the weather?')] });
-    assert.deepEqual(sticky.get(sticky.keys(turn2, chatShape, undefined)), ['gmail']);
-    assert.deepEqual(sticky.get(sticky.keys(turn2, chatShape, 'key_other')), [], 'another key does not share it');
+    assert.deepEqual(await sticky.get(sticky.keys(turn2, chatShape, undefined)), ['gmail']);
+    assert.deepEqual(await sticky.get(sticky.keys(turn2, chatShape, 'key_other')), [], 'another key does not share it');
     const forged = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', content: 'something else' }, user('and the weather?')] });
-    assert.deepEqual(sticky.get(sticky.keys(forged, chatShape, undefined)), [], 'an answer the upstream never gave continues nothing');
-    assert.deepEqual(sticky.get(sticky.keys(parseChatRequest({ messages: [user('email Alice')] }), chatShape, undefined)), []);
+    assert.deepEqual(await sticky.get(sticky.keys(forged, chatShape, undefined)), [], 'an answer the upstream never gave continues nothing');
+    assert.deepEqual(await sticky.get(sticky.keys(parseChatRequest({ messages: [user('email Alice')] }), chatShape, undefined)), []);
   });
 
-  it('a new conversation with the same first words starts clean', () => {
-    const sticky = new StickySelections(10);
+  it('a new conversation with the same first words starts clean', async () => {
+    const sticky = new StickySelections(new MemoryConversationStore({ selections: 10 }));
     const hi = () => parseChatRequest({ messages: [user('hi')] });
-    sticky.set(sticky.keys(hi(), chatShape, undefined), ['a'], fingerprint('Hello!'));
-    assert.deepEqual(sticky.get(sticky.keys(hi(), chatShape, undefined)), []);
-    sticky.set(sticky.keys(hi(), chatShape, undefined), ['a', 'b'], fingerprint('Hi there'));
-    assert.deepEqual(sticky.get(sticky.keys(hi(), chatShape, undefined)), []);
+    await sticky.set(sticky.keys(hi(), chatShape, undefined), ['a'], fingerprint('Hello!'));
+    assert.deepEqual(await sticky.get(sticky.keys(hi(), chatShape, undefined)), []);
+    await sticky.set(sticky.keys(hi(), chatShape, undefined), ['a', 'b'], fingerprint('Hi there'));
+    assert.deepEqual(await sticky.get(sticky.keys(hi(), chatShape, undefined)), []);
     // Each answer to the same opening is its own conversation.
     const continued = (answer: string) => parseChatRequest({ messages: [user('hi'), { role: 'assistant', content: answer }, user('more')] });
-    assert.deepEqual(sticky.get(sticky.keys(continued('Hello!'), chatShape, undefined)), ['a']);
-    assert.deepEqual(sticky.get(sticky.keys(continued('Hi  there'), chatShape, undefined)), ['a', 'b'], 'whitespace does not matter');
+    assert.deepEqual(await sticky.get(sticky.keys(continued('Hello!'), chatShape, undefined)), ['a']);
+    assert.deepEqual(await sticky.get(sticky.keys(continued('Hi  there'), chatShape, undefined)), ['a', 'b'], 'whitespace does not matter');
   });
 
-  it('matches a tool-call answer by its call ids, and a Responses continuation by previous_response_id', () => {
-    const sticky = new StickySelections(10);
+  it('matches a tool-call answer by its call ids, and a Responses continuation by previous_response_id', async () => {
+    const sticky = new StickySelections(new MemoryConversationStore({ selections: 10 }));
     const calls = [{ id: 'call_1', type: 'function', function: { name: 'gmail', arguments: '{}' } }];
-    sticky.set(sticky.keys(parseChatRequest({ messages: [user('email Bob')] }), chatShape, undefined), ['gmail'], chatShape.answerAt([{ role: 'assistant', content: null, tool_calls: calls }], 0));
+    await sticky.set(sticky.keys(parseChatRequest({ messages: [user('email Bob')] }), chatShape, undefined), ['gmail'], chatShape.answerAt([{ role: 'assistant', content: null, tool_calls: calls }], 0));
     const next = parseChatRequest({ messages: [user('email Bob'), { role: 'assistant', tool_calls: calls }, { role: 'tool', tool_call_id: 'call_1', content: 'ok' }] });
-    assert.deepEqual(sticky.get(sticky.keys(next, chatShape, undefined)), ['gmail']);
+    assert.deepEqual(await sticky.get(sticky.keys(next, chatShape, undefined)), ['gmail']);
 
     const first = parseResponsesRequest({ input: 'email Bob' });
-    sticky.set(sticky.keys(first, responsesShape, undefined), ['gmail', 'weather'], undefined, 'resp_1');
+    await sticky.set(sticky.keys(first, responsesShape, undefined), ['gmail', 'weather'], undefined, 'resp_1');
     const byId = parseResponsesRequest({ input: 'something else', previous_response_id: 'resp_1' });
-    assert.deepEqual(sticky.get(sticky.keys(byId, responsesShape, undefined)), ['gmail', 'weather']);
-    assert.deepEqual(sticky.get(sticky.keys(byId, responsesShape, 'key_other')), []);
-    assert.deepEqual(sticky.get(sticky.keys(parseResponsesRequest({ input: 'email Bob' }), responsesShape, undefined)), []);
+    assert.deepEqual(await sticky.get(sticky.keys(byId, responsesShape, undefined)), ['gmail', 'weather']);
+    assert.deepEqual(await sticky.get(sticky.keys(byId, responsesShape, 'key_other')), []);
+    assert.deepEqual(await sticky.get(sticky.keys(parseResponsesRequest({ input: 'email Bob' }), responsesShape, undefined)), []);
   });
 
-  it('forgets the least recently used conversation beyond its size', () => {
-    const sticky = new StickySelections(2);
+  it('forgets the least recently used conversation beyond its size', async () => {
+    const sticky = new StickySelections(new MemoryConversationStore({ selections: 2 }));
     const keys = ['one', 'two', 'three'].map((text) => sticky.keys(parseChatRequest({ messages: [user(text)] }), chatShape, undefined));
-    keys.forEach((key, i) => sticky.set(key, [`tool${i}`], fingerprint('ok')));
-    assert.equal(sticky.count, 2);
+    for (const [i, key] of keys.entries()) await sticky.set(key, [`tool${i}`], fingerprint('ok'));
     const next = (text: string) => sticky.keys(parseChatRequest({ messages: [user(text), { role: 'assistant', content: 'ok' }, user('go on')] }), chatShape, undefined);
-    assert.deepEqual(sticky.get(next('one')), []);
-    assert.deepEqual(sticky.get(next('three')), ['tool2']);
+    assert.deepEqual(await sticky.get(next('one')), []);
+    assert.deepEqual(await sticky.get(next('three')), ['tool2']);
   });
 });
 

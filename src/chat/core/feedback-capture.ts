@@ -2,9 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { recordUse } from '../../feedback/capture.js';
 import type { FeedbackRecorder } from '../../feedback/service.js';
-
-/** Conversation turns whose kept tools are remembered (least recently seen first out). */
-export const CHAT_TURNS = 10_000;
+import type { ConversationStore, TurnCalls } from '../../state/conversations.js';
 
 /**
  * A conversation as the chat capture reads it: one step per message (chat, Anthropic) or input item (Responses API),
@@ -22,56 +20,48 @@ export interface ConversationStep {
 /** Steps the model produced in one response: a tool call can follow its reasoning or text within the same answer. */
 const MODEL_OUTPUT = new Set(['assistant', 'call', 'reasoning']);
 
-interface Turn {
-  query: string;
-  /** Ranked tools the router kept for this turn that the model has not been seen calling yet. */
-  kept: Set<string>;
-  scope: string;
-}
-
 /**
  * The chat proxy's evidence. Each request carries the conversation so far, so when the model called a tool, the next
  * request shows it: a tool call after the messages the router ranked tools for. A turn is remembered by a hash of its
  * steps (role, text, tool calls) with the query it ranked with and the tools its ranking kept; a later request whose
- * history continues that exact prefix with a call to one of them records the event.
+ * history continues that exact prefix with a call to one of them records the event. The turns live in a
+ * ConversationStore (src/state/conversations.ts), so with Redis a call seen on any instance credits a turn ranked on
+ * another, once.
  */
 export class ChatFeedback {
-  private readonly turns = new Map<string, Turn>();
-
   constructor(
     private readonly recorder: FeedbackRecorder | undefined,
+    private readonly store: ConversationStore,
     private readonly log?: Logger,
-    private readonly size = CHAT_TURNS,
   ) {}
 
   /**
    * Called for each forwarded request with the rewrite's decision: first credits earlier turns with the calls this
-   * history shows, then remembers this turn's ranked tools.
+   * history shows, then remembers this turn's ranked tools. Never fails: the request goes on without its evidence.
    */
-  observe(steps: readonly ConversationStep[], decision: { query: string; kept: readonly { name: string; reason: string }[] }, scope?: string): void {
-    if (!this.recorder) return;
+  async observe(steps: readonly ConversationStep[], decision: { query: string; kept: readonly { name: string; reason: string }[] }, scope?: string): Promise<void> {
+    const recorder = this.recorder;
+    if (!recorder) return;
     const prefixes = prefixKeys(steps);
+    const calls: TurnCalls[] = [];
     let outputStart = 0;
     steps.forEach((step, position) => {
       if (!MODEL_OUTPUT.has(step.role)) {
         outputStart = position + 1;
         return;
       }
-      if (step.calls.length === 0) return;
       // The turn the model answered ends where its answer (reasoning, text, calls) began.
-      const turn = this.turns.get(prefixes[outputStart]!);
-      if (!turn || turn.scope !== (scope ?? '')) return;
-      for (const { name } of step.calls) {
-        if (!turn.kept.delete(name)) continue;
-        recordUse(this.recorder!, this.log, { query: turn.query, tool: name, scope, surface: 'chat' });
-      }
+      if (step.calls.length > 0) calls.push({ turn: prefixes[outputStart]!, tools: step.calls.map((call) => call.name) });
     });
     const ranked = decision.kept.filter((tool) => tool.reason === 'ranked').map((tool) => tool.name);
-    if (decision.query === '' || ranked.length === 0) return;
-    const key = prefixes[steps.length]!;
-    this.turns.delete(key);
-    this.turns.set(key, { query: decision.query, kept: new Set(ranked), scope: scope ?? '' });
-    if (this.turns.size > this.size) this.turns.delete(this.turns.keys().next().value!);
+    const remember = decision.query !== '' && ranked.length > 0 ? { turn: prefixes[steps.length]!, query: decision.query, kept: ranked } : undefined;
+    if (calls.length === 0 && !remember) return;
+    try {
+      const credits = await this.store.observe(calls, scope ?? '', remember);
+      for (const { query, tool } of credits) recordUse(recorder, this.log, { query, tool, scope, surface: 'chat' });
+    } catch (error) {
+      this.log?.warn({ err: error }, 'conversation state unavailable; this turn\'s feedback was not captured');
+    }
   }
 }
 

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ConversationStore, SelectionKey } from '../../state/conversations.js';
 import type { ConversationShape } from './answers.js';
 
 /**
@@ -12,12 +14,15 @@ import type { ConversationShape } from './answers.js';
  * history carries). A request whose history merely begins with the same words — every conversation that opens with
  * "hi" — has no such answer after them and starts clean. A Responses request that continues a stored response
  * (`previous_response_id`) is recognised by that response's id. Everything is within one caller scope (key) and API.
- * Kept in this process's memory, least recently used first out.
+ * The selections live in a ConversationStore (src/state/conversations.ts): this process's memory, or Redis, where any
+ * API instance continues any conversation. A store that fails (Redis away) costs stickiness for that turn, never the
+ * request: the turn is ranked as a new conversation's and the failure logged.
  */
 export class StickySelections {
-  private readonly entries = new Map<string, Entry>();
-
-  constructor(private readonly size: number) {}
+  constructor(
+    private readonly store: ConversationStore,
+    private readonly log?: Logger,
+  ) {}
 
   /**
    * This request's place in the conversation store: the key to file its turn under, and the earlier turns it may
@@ -43,24 +48,14 @@ export class StickySelections {
   }
 
   /** The tools forwarded in this conversation's latest earlier turn, in their order; [] for a new conversation. */
-  get(keys: ConversationKeys): readonly string[] {
-    if (keys.previous !== undefined) {
-      const entry = this.entries.get(keys.previous);
-      const names = entry?.answers.get(ANY);
-      if (entry && names) {
-        this.touch(keys.previous, entry);
-        return names;
-      }
+  async get(keys: ConversationKeys): Promise<readonly string[]> {
+    const candidates: SelectionKey[] = [...(keys.previous === undefined ? [] : [{ key: keys.previous, answer: ANY }]), ...keys.earlier];
+    try {
+      return await this.store.selection(candidates);
+    } catch (error) {
+      this.log?.warn({ err: error }, 'conversation state unavailable; this turn is ranked as a new conversation\'s');
+      return [];
     }
-    for (const { key, answer } of keys.earlier) {
-      const entry = this.entries.get(key);
-      const names = entry?.answers.get(answer);
-      if (entry && names) {
-        this.touch(key, entry);
-        return names;
-      }
-    }
-    return [];
   }
 
   /**
@@ -68,28 +63,17 @@ export class StickySelections {
    * upstream's response id when there is one. A turn whose answer could not be read (an error, a cut stream) is not
    * filed: nothing can continue it.
    */
-  set(keys: ConversationKeys, names: readonly string[], answer: string | undefined, responseId?: string): void {
-    if (this.size === 0) return;
-    if (answer !== undefined) {
-      const entry = this.entries.get(keys.own) ?? { answers: new Map() };
-      // The same history answered again (a retry, a regenerated answer): each answer is its own continuation.
-      entry.answers.delete(answer);
-      entry.answers.set(answer, names);
-      while (entry.answers.size > ANSWERS_PER_TURN) entry.answers.delete(entry.answers.keys().next().value!);
-      this.touch(keys.own, entry);
+  async set(keys: ConversationKeys, names: readonly string[], answer: string | undefined, responseId?: string): Promise<void> {
+    const filed: SelectionKey[] = [
+      ...(answer === undefined ? [] : [{ key: keys.own, answer }]),
+      ...(responseId === undefined ? [] : [{ key: responseKey(keys.root, responseId), answer: ANY }]),
+    ];
+    if (filed.length === 0) return;
+    try {
+      await this.store.remember(filed, names);
+    } catch (error) {
+      this.log?.warn({ err: error }, 'conversation state unavailable; this turn\'s tools were not stored');
     }
-    if (responseId !== undefined) this.touch(responseKey(keys.root, responseId), { answers: new Map([[ANY, names]]) });
-    while (this.entries.size > this.size) this.entries.delete(this.entries.keys().next().value!);
-  }
-
-  get count(): number {
-    return this.entries.size;
-  }
-
-  private touch(key: string, entry: Entry): void {
-    // Re-inserting marks it most recently used.
-    this.entries.delete(key);
-    this.entries.set(key, entry);
   }
 }
 
@@ -112,13 +96,6 @@ export interface ConversationKeys {
   root: string;
 }
 
-interface Entry {
-  /** The tools forwarded, by the fingerprint of the answer the caller got. */
-  answers: Map<string, readonly string[]>;
-}
-
-/** Answers remembered for one history (retries, regenerated answers), oldest first out. */
-const ANSWERS_PER_TURN = 4;
 /** A stored response is continued by its id alone. */
 const ANY = '';
 

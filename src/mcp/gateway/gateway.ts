@@ -29,6 +29,7 @@ import type { StartupGate, UpstreamNotes } from './startup.js';
 import { UpstreamError, type FeaturesChange, type UpstreamConnection, type UpstreamManager, type UpstreamProgress } from '../upstream/index.js';
 import type { FeedbackRecorder } from '../../feedback/service.js';
 import { SearchLedger } from './feedback-capture.js';
+import { MemorySearchStore, type SearchStore } from '../../state/searches.js';
 import { mcpClientToolSpan } from '../../telemetry/spans.js';
 import type { McpTokenAccounting } from './token-accounting.js';
 import type { RelayContext } from '../relay/channel.js';
@@ -117,8 +118,11 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   tokens: McpTokenAccounting | undefined;
   /** Code mode's `execute`, listed for callers it is on for (set by the assembly). */
   codeMode: CodeModeListing | undefined;
-  /** Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). */
-  readonly searches: SearchLedger;
+  /**
+   * Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). In this
+   * process's memory until the assembly hands in a shared store (`useSearchStore`).
+   */
+  searches: SearchLedger;
   /** Tasks clients asked for with a task-augmented tools/call (MCP 2025-11-25), per caller and session (relay/tasks.ts). */
   readonly tasks: GatewayTasks;
   /** The log levels sessions set (logging/setLevel), forwarded to upstreams as the most verbose of them (relay/levels.ts). */
@@ -141,7 +145,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     private readonly startupGate?: StartupGate,
   ) {
     super();
-    this.searches = new SearchLedger(() => this.feedback, log);
+    this.searches = new SearchLedger(() => this.feedback, new MemorySearchStore(), log);
     this.tasks = new GatewayTasks({ ...DEFAULT_TASKS_OPTIONS, ...settings.tasks });
     this.logLevels = new LogLevels((level) => upstreams.setLogLevel(level));
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
@@ -152,6 +156,11 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     catalog.on('change', this.onCatalogChange);
     upstreams.on('status', this.onCatalogChange);
     upstreams.on('features', this.onFeatures);
+  }
+
+  /** Keeps searches and their histories in `store` (Redis: shared by every instance) from now on. */
+  useSearchStore(store: SearchStore): void {
+    this.searches = new SearchLedger(() => this.feedback, store, this.log);
   }
 
   /**

@@ -159,7 +159,7 @@ class ReadableParamsServer extends Server {
 export function createModernServer(gateway: McpGateway, log: Logger, access: Access = Access.open, live = false, rounds?: InputRounds): Server {
   const server = new ReadableParamsServer(IMPLEMENTATION, { capabilities: MODERN_CAPABILITIES, instructions: instructions(gateway, access) });
   // Stateless: no session history; pairing comes from the search id or this key's recent searches.
-  const feedback = new McpFeedback(gateway.searches, () => access.scope, false);
+  const feedback = new McpFeedback(gateway.searches, () => access.scope);
   // Tasks of the 2026-07-28 extension belong to the caller's key (or subject): no session on this revision.
   const taskOwner = `${ownerOf(access)} 2026-07-28`;
   const taskStore = gateway.tasks.storeFor(taskOwner);

@@ -106,7 +106,10 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     taskMessageQueue: new InMemoryTaskMessageQueue(),
     maxTaskQueueSize: TASK_QUEUE_SIZE,
   });
-  const feedback = new McpFeedback(gateway.searches, () => accessNow().scope);
+  // A session's own searches are filed under its id, so whichever instance serves its next request finds them; a
+  // connection without one (stdio) gets an id of its own.
+  const connection = randomUUID();
+  const feedback = new McpFeedback(gateway.searches, () => accessNow().scope, () => server.transport?.sessionId ?? connection);
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
     return listTools(gateway, request.params, accessNow(), feedback);
@@ -262,7 +265,7 @@ export async function listTools(
   if (query !== undefined && typeof query !== 'string') throw new RpcError(ErrorCode.InvalidParams, 'query must be a string');
   try {
     await gateway.startup();
-    const listed = feedback.listed(query, await gateway.listTools({ cursor, query }, access));
+    const listed = await feedback.listed(query, await gateway.listTools({ cursor, query }, access));
     const notes = gateway.upstreamNotes(access);
     return notes ? { ...listed, _meta: { [UPSTREAMS_META]: notes } } : listed;
   } catch (error) {
@@ -348,7 +351,7 @@ async function searchTools(gateway: McpGateway, args: Record<string, unknown> | 
     gateway.tokens?.served(access, tools);
     const notes = gateway.upstreamNotes(access);
     // Present when feedback is on: a later call_tool may carry it, so the pairing needs no session.
-    const searchId = feedback.searched(query, tools);
+    const searchId = await feedback.searched(query, tools);
     // `select:` always answers with full definitions: it is how a brief answer's tools are fetched.
     const selecting = query.trim().toLowerCase().startsWith(SELECT_PREFIX);
     const brief = detail === 'brief' && !selecting;

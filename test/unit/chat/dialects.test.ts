@@ -8,6 +8,7 @@ import { invalidRequest } from '../../../src/chat/core/errors.js';
 import { conversationQuery } from '../../../src/chat/core/query.js';
 import { answerText, searchToolDefinition } from '../../../src/chat/core/search-tool.js';
 import { StickySelections } from '../../../src/chat/core/sticky.js';
+import { MemoryConversationStore } from '../../../src/state/conversations.js';
 import type { Api } from '../../../src/chat/core/tool-request.js';
 import { DIALECTS } from '../../../src/chat/routes.js';
 import { message, messageEvents, toolUse } from '../../helpers/stand-in-anthropic.js';
@@ -134,7 +135,7 @@ describe('every chat dialect keeps the same contract', () => {
         assert.equal(dialect.searchTurnReader(SEARCH, reply('text/plain')), undefined);
       });
 
-      it('continues the conversation with the turn and its answer, as the same conversation', () => {
+      it('continues the conversation with the turn and its answer, as the same conversation', async () => {
         const request = dialect.parse(body);
         const sent = { ...body, tools: [...tools, searchToolDefinition(dialect, SEARCH, request.tools)] };
         const upstreamTurn = fixture.callJson('call_1', SEARCH, { query: 'weather forecast' });
@@ -151,12 +152,12 @@ describe('every chat dialect keeps the same contract', () => {
         assert.ok(JSON.stringify(next.body).includes(JSON.stringify(answerText(found)).slice(1, -1)), 'the answer is what the model reads');
 
         // Sticky selection: the upstream's reply, read as the proxy passes it on, is the answer the next request carries.
-        const sticky = new StickySelections(10);
+        const sticky = new StickySelections(new MemoryConversationStore({ selections: 10 }));
         const answer = dialect.answers.reader(reply('application/json'))!;
         answer.push(new TextEncoder().encode(JSON.stringify(upstreamTurn)));
-        sticky.set(sticky.keys(request, dialect.answers, undefined), ['weather__forecast'], answer.finish());
-        assert.deepEqual(sticky.get(sticky.keys(next, dialect.answers, undefined)), ['weather__forecast']);
-        assert.deepEqual(sticky.get(sticky.keys(next, dialect.answers, 'key_other')), [], 'another key does not continue it');
+        await sticky.set(sticky.keys(request, dialect.answers, undefined), ['weather__forecast'], answer.finish());
+        assert.deepEqual(await sticky.get(sticky.keys(next, dialect.answers, undefined)), ['weather__forecast']);
+        assert.deepEqual(await sticky.get(sticky.keys(next, dialect.answers, 'key_other')), [], 'another key does not continue it');
       });
 
       it("reads a text answer's fingerprint alike from a JSON and a streamed reply", () => {
