@@ -26,6 +26,10 @@ import { mcpErrorShape } from './mcp/server/http.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
+import { LocalInstances } from './state/instances.js';
+import { RedisInstances } from './state/redis/instances.js';
+import { RedisTaskStore } from './state/redis/tasks.js';
+import { MemoryTaskStore } from './state/tasks.js';
 import { redisForm } from './redis/settings.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
@@ -136,7 +140,12 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, upstreamAnthropicUrl: config.upstreamAnthropicUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
+  // Tasks and input-required rounds outlive the request that started them: with Redis their records are shared and
+  // this instance (random id, heartbeat) is reachable by the others (src/state/).
+  const instances = bus ? await RedisInstances.start(bus, { log }) : new LocalInstances();
+  closers.push(() => instances.close());
+  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances };
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.

@@ -10,6 +10,7 @@ import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { RedisBus } from '../redis/bus.js';
 import { McpGateway } from './gateway/gateway.js';
+import type { GatewayTasksState } from './relay/tasks.js';
 import { OAuthManager } from './upstream/oauth/manager.js';
 import { oauthRoutes } from './upstream/oauth/routes.js';
 import { mcpHttpFace, type McpHttpFace } from './server/http.js';
@@ -65,6 +66,8 @@ export function createMcpFaces(deps: {
   stateDir?: string;
   /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
   countRequest?: (access: Access) => Promise<void>;
+  /** Where tasks and rounds are kept and how instances reach each other (Redis when scaled out); absent: this process. */
+  tasksState?: GatewayTasksState;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -114,6 +117,7 @@ export function createMcpFaces(deps: {
     },
     log.child({ component: 'mcp' }),
     startup,
+    deps.tasksState,
   );
   gateway.feedback = deps.feedback;
   if (deps.metrics) gateway.tokens = new McpTokenAccounting(deps.metrics);

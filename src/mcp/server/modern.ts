@@ -161,7 +161,6 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
   const feedback = new McpFeedback(gateway.searches, () => access.scope, false);
   // Tasks of the 2026-07-28 extension belong to the caller's key (or subject): no session on this revision.
   const taskOwner = `${ownerOf(access)} 2026-07-28`;
-  const taskStore = gateway.tasks.storeFor(taskOwner);
 
   // With its own params schema: the SDK's tools/list schema would strip SEP-1821's `query` before the handler sees it.
   server.setRequestHandler('tools/list', { params: ListToolsParams }, async (params) =>
@@ -184,9 +183,15 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         // A job its server runs only as a task: answered at once with a task of this key; what the upstream asks
         // meanwhile waits in the task's inputRequests for tasks/update. Progress and log messages are not carried.
         const supports = (feature: Parameters<typeof declared>[1]) => declared(capabilities as never, feature);
-        const task = startTask(() =>
+        const task = await startTask(() =>
           gateway.tasks.start(taskOwner, undefined, async (signal, taskId) => {
-            const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
+            // Written in order, with the requests outstanding at the time, so any instance shows them (tasks/get).
+            let written = Promise.resolve();
+            const status = (next: 'working' | 'input_required') => {
+              written = written
+                .then(() => gateway.tasks.progress(taskId, next, next === 'input_required' ? gateway.taskInputs.outstanding(taskId) : undefined))
+                .catch((error: unknown) => log.debug({ err: error, taskId }, 'task status not written'));
+            };
             try {
               return await callTool(
                 gateway,
@@ -198,6 +203,7 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
               );
             } finally {
               gateway.taskInputs.drop(taskId);
+              await written;
             }
           }),
         );
@@ -227,33 +233,32 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
   server.setRequestHandler('tasks/get', { params: TaskIdParams }, async ({ taskId }, ctx) =>
     v2(async () => {
       requireTasksExtension(ctx);
-      const task = await taskStore.getTask(taskId);
-      if (!task) throw new ProtocolError(-32602, 'Failed to retrieve task: Task not found');
-      const result = task.status === 'completed' ? await taskStore.getTaskResult(taskId) : undefined;
-      const failure = gateway.tasks.failureOf(taskOwner, taskId);
-      return detailedTask(task, {
-        inputRequests: gateway.taskInputs.outstanding(taskId),
-        ...(result ? { result } : {}),
-        ...(failure ? { error: failure } : {}),
+      // From the task's record, wherever it runs (src/state/tasks.ts); a task whose instance is gone reads failed.
+      const record = await gateway.tasks.get(taskOwner, taskId);
+      if (!record) throw new ProtocolError(-32602, 'Failed to retrieve task: Task not found');
+      return detailedTask(record.task, {
+        ...(record.inputRequests ? { inputRequests: record.inputRequests } : {}),
+        ...(record.result ? { result: record.result } : {}),
+        ...(record.error ? { error: record.error } : {}),
       }) as never;
     }),
   );
   server.setRequestHandler('tasks/update', { params: UpdateTaskParams }, async ({ taskId, inputResponses }, ctx) =>
     v2(async () => {
       requireTasksExtension(ctx);
-      if (!(await taskStore.getTask(taskId))) throw new ProtocolError(-32602, 'Failed to update task: Task not found');
       // The SDK lifts `inputResponses` out of every request's params (its multi-round-trip field) into the context.
       const responses = inputResponses ?? (ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      if (!(await gateway.tasks.get(taskOwner, taskId))) throw new ProtocolError(-32602, 'Failed to update task: Task not found');
       if (responses === undefined || typeof responses !== 'object') throw new ProtocolError(-32602, 'invalid params for tasks/update: params.inputResponses: expected an object');
-      gateway.taskInputs.answer(taskId, responses);
+      // Reaches the instance running the task's upstream call, wherever this request landed.
+      await gateway.tasks.answer(taskOwner, taskId, responses);
       return {} as never;
     }),
   );
   server.setRequestHandler('tasks/cancel', { params: TaskIdParams }, async ({ taskId }, ctx) =>
     v2(async () => {
       requireTasksExtension(ctx);
-      if (!(await taskStore.getTask(taskId))) throw new ProtocolError(-32602, 'Failed to cancel task: Task not found');
-      await taskStore.updateTaskStatus(taskId, 'cancelled');
+      if (!(await gateway.tasks.cancel(taskOwner, taskId))) throw new ProtocolError(-32602, 'Failed to cancel task: Task not found');
       return {} as never;
     }),
   );

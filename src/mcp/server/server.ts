@@ -95,7 +95,11 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const accessNow = typeof caller === 'function' ? caller : () => caller;
   // This connection's tasks: bound to the caller (its key or subject) and to this connection, so neither another key
   // nor another session of the same key can see them. The SDK answers tasks/get, result, list and cancel from the store.
-  const taskOwner = `${ownerOf(accessNow())} ${randomUUID()}`;
+  // The session is the transport's Mcp-Session-Id (which any instance may serve), else this connection (stdio).
+  const connection = randomUUID();
+  const taskOwner = (sessionId: string | undefined) => `${ownerOf(accessNow())} ${sessionId ?? connection}`;
+  // The session this connection served tasks for (the transport is gone by the time the connection's close runs).
+  let taskSession: string | undefined;
   const taskStore = gateway.tasks.storeFor(taskOwner);
   const server = new Server(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
@@ -123,8 +127,9 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
       // (elicitation, sampling) puts the task in input_required and reaches the client through tasks/result, with the
       // related-task metadata; log messages go the same way. Progress is not sent.
       const access = accessNow();
-      const task = startTask(() =>
-        gateway.tasks.start(taskOwner, params.task?.ttl, (signal, taskId) => {
+      taskSession = extra.sessionId;
+      const task = await startTask(() =>
+        gateway.tasks.start(taskOwner(extra.sessionId), params.task?.ttl, (signal, taskId) => {
           const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
           return callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: session.taskChannel(taskId, status) }, asTask: true }, access, feedback, log);
         }),
@@ -216,7 +221,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   gateway.on('listChanged', onListChanged);
   const previousOnClose = server.onclose;
   server.onclose = () => {
-    gateway.tasks.dropOwner(taskOwner);
+    void gateway.tasks.dropOwner(taskOwner(taskSession)).catch((error: unknown) => log.debug({ err: error }, 'tasks of a closed session not dropped; they expire'));
     gateway.logLevels.drop(session.id);
     gateway.off('listChanged', onListChanged);
     gateway.off('featuresChanged', onFeatures);
@@ -228,9 +233,9 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
 }
 
 /** Starts a task; a full store is the client's problem to solve (wait, cancel): a JSON-RPC error saying so. */
-export function startTask<T>(start: () => T): T {
+export async function startTask<T>(start: () => Promise<T>): Promise<T> {
   try {
-    return start();
+    return await start();
   } catch (error) {
     if (error instanceof TaskLimitError) throw new RpcError(ErrorCode.InvalidRequest, error.message);
     throw error;
