@@ -30,6 +30,8 @@ import { LocalInstances } from './state/instances.js';
 import { RedisInstances } from './state/redis/instances.js';
 import { RedisTaskStore } from './state/redis/tasks.js';
 import { MemoryTaskStore } from './state/tasks.js';
+import { LocalRoundSecrets } from './state/rounds.js';
+import { RedisRoundSecrets } from './state/redis/rounds.js';
 import { redisForm } from './redis/settings.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
@@ -144,7 +146,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // this instance (random id, heartbeat) is reachable by the others (src/state/).
   const instances = bus ? await RedisInstances.start(bus, { log }) : new LocalInstances();
   closers.push(() => instances.close());
-  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances };
+  const roundSecrets = bus ? await RedisRoundSecrets.start(bus.redis, redisKeys, { log }) : new LocalRoundSecrets();
+  closers.push(() => roundSecrets.close());
+  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets };
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());

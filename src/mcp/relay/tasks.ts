@@ -19,6 +19,7 @@ import type { CreateTaskOptions, TaskStore as SdkTaskStore } from '@modelcontext
 import type { Result, Task } from '@modelcontextprotocol/sdk/types.js';
 import type { Access } from '../../auth/access.js';
 import { InstanceGoneError, LocalInstances, type InstanceRegistry } from '../../state/instances.js';
+import { LocalRoundSecrets, type RoundSecrets } from '../../state/rounds.js';
 import { MemoryTaskStore, TERMINAL_STATUSES, type InputRequests, type TaskEnd, type TaskRecord, type TaskStore } from '../../state/tasks.js';
 import { TaskInputs } from './task-inputs.js';
 
@@ -51,6 +52,8 @@ export interface GatewayTasksState {
   store?: TaskStore;
   /** @defaultValue LocalInstances (this process only) */
   instances?: InstanceRegistry;
+  /** The secret 2026-07-28 requestState is signed with (src/mcp/relay/rounds.ts); shared through Redis when scaled out. */
+  roundSecrets?: RoundSecrets;
 }
 
 /** Whose tasks these are: the signed-in subject, else the key, else the kind of caller (admin, open service). */
@@ -74,6 +77,7 @@ interface Running {
 export class GatewayTasks {
   readonly store: TaskStore;
   readonly instances: InstanceRegistry;
+  readonly roundSecrets: RoundSecrets;
   /** What upstreams ask during 2026-07-28 tasks running here, until tasks/update answers it. */
   readonly inputs = new TaskInputs();
   /** The work of tasks running in this process. */
@@ -85,6 +89,7 @@ export class GatewayTasks {
   ) {
     this.store = state.store ?? new MemoryTaskStore();
     this.instances = state.instances ?? new LocalInstances();
+    this.roundSecrets = state.roundSecrets ?? new LocalRoundSecrets();
     // Sent here by the instance a client's tasks/cancel or tasks/update reached.
     this.instances.handle('task.cancel', async (body) => {
       this.stop((body as { taskId: string }).taskId);

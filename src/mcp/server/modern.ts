@@ -22,7 +22,7 @@ import { Access } from '../../auth/access.js';
 import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues } from './params.js';
 import { declared } from '../relay/channel.js';
-import { InputRounds } from '../relay/rounds.js';
+import { InputRounds, RoundHolderGoneError } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
 import { ownerOf } from '../relay/tasks.js';
 import type { McpGateway } from '../gateway/gateway.js';
@@ -58,6 +58,12 @@ const MODERN_CAPABILITIES = {
   // a client that declared the extension on the request; tasks/get, tasks/update, tasks/cancel (src/mcp/relay/task-inputs.ts).
   extensions: { [TASKS_EXTENSION]: {} },
 } as ServerCapabilities;
+
+/**
+ * JSON-RPC code for a round retry whose waiting upstream call was on an instance that is gone (killed): an
+ * implementation-defined server error, so clients can tell it from a malformed request (-32602) and call again.
+ */
+export const ROUND_HOLDER_GONE = -32010;
 
 /** tasks/get, tasks/update and tasks/cancel params (the extension's own methods: the SDK has no schemas for them). */
 const TaskIdParams = z.looseObject({ taskId: z.string().min(1) });
@@ -226,6 +232,8 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         if ('done' in round) return round.done as CallToolResult;
         return { resultType: 'input_required', inputRequests: round.inputRequests, requestState: round.requestState } as never;
       } catch (error) {
+        // Not the client's mistake and nothing to fix but to start over: the code of a server error, said so in data.
+        if (error instanceof RoundHolderGoneError) throw new ProtocolError(ROUND_HOLDER_GONE, error.message, { retryable: true, retry: 'call the tool again without requestState' });
         return authorizationRequest(error, ctx.mcpReq.inputResponses);
       }
     }),
@@ -347,7 +355,8 @@ export interface ModernHttpFace {
  */
 export function modernHttpFace(gateway: McpGateway, log: Logger, options: { maxSubscriptions: number }): ModernHttpFace {
   // Upstream calls waiting for a client's answer between the rounds of a 2026-07-28 tools/call.
-  const rounds = new InputRounds(gateway.settings.callTimeoutMs);
+  // A retry may reach any instance: it is forwarded to the one holding the call (src/mcp/relay/rounds.ts).
+  const rounds = new InputRounds(gateway.settings.callTimeoutMs, undefined, { instances: gateway.tasks.instances, secrets: gateway.tasks.roundSecrets });
   const handler: McpHttpHandler = createMcpHandler(
     (ctx) => createModernServer(gateway, log, accessFrom(ctx.authInfo), false, rounds),
     {
