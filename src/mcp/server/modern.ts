@@ -21,6 +21,7 @@ import { z } from 'zod';
 import { Access } from '../../auth/access.js';
 import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues } from './params.js';
+import { bareMessage } from './rpc-error.js';
 import { declared } from '../relay/channel.js';
 import { InputRounds, RoundHolderGoneError } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
@@ -110,7 +111,7 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof McpError) throw new ProtocolError(error.code, error.message, error.data);
+    if (error instanceof McpError) throw new ProtocolError(error.code, bareMessage(error.code, error.message), error.data);
     throw error;
   }
 }

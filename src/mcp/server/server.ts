@@ -25,7 +25,8 @@ import { compileSchema } from '../../catalog/json-schema.js';
 import type { Tool } from '../../catalog/types.js';
 import { briefTool } from '../../search/coverage.js';
 import { SELECT_PREFIX } from '../../search/search.js';
-import { RpcError } from './rpc-error.js';
+import { RpcError, withBareError } from './rpc-error.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { loose, parseParams } from './params.js';
 import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
 import { GatewayError, type McpGateway } from '../gateway/gateway.js';
@@ -90,6 +91,20 @@ const MAX_SUBSCRIPTIONS = 100;
  */
 export const ACCESS_DENIED = -32003;
 
+/**
+ * The 1.x SDK Server, sending every error's message bare. The SDK's McpError carries "MCP error <code>: " in its
+ * message and the SDK sends that message as it is, and the receiving client adds the prefix again: its own handlers'
+ * errors (tasks/get of an unknown task) read "MCP error -32602: MCP error -32602: …". Here, where every message of a
+ * connection leaves, is the one place that covers them all, the SDK's and toolrouter's alike.
+ */
+class BareErrorServer extends Server {
+  override async connect(transport: Transport): Promise<void> {
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => send(withBareError(message), options);
+    await super.connect(transport);
+  }
+}
+
 export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access | (() => Access) = Access.open): Server {
   // A function when the caller's key may change under a live session (/key/update): each request sees it as it is now.
   const accessNow = typeof caller === 'function' ? caller : () => caller;
@@ -101,7 +116,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   // The session this connection served tasks for (the transport is gone by the time the connection's close runs).
   let taskSession: string | undefined;
   const taskStore = gateway.tasks.storeFor(taskOwner);
-  const server = new Server(IMPLEMENTATION, {
+  const server = new BareErrorServer(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
     instructions: instructions(gateway, accessNow()),
     taskStore,
