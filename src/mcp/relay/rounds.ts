@@ -136,7 +136,7 @@ export class InputRounds {
       answer = await this.instances.ask(parsed.instance, 'round.resume', { stateId: parsed.stateId, owner, responses }, this.timeoutMs + 5_000);
     } catch (error) {
       if (error instanceof InstanceGoneError) throw new RoundHolderGoneError(parsed.instance);
-      if (error instanceof InstanceHandlerError) throw new Error(error.message);
+      if (error instanceof InstanceHandlerError) throw new Error(error.message, { cause: error });
       throw error;
     }
     if (answer === null || answer === undefined) return undefined;
