@@ -56,7 +56,7 @@ export class LocalInstances implements InstanceRegistry {
     this.handlers.set(topic, handler);
   }
 
-  async ask(to: string, topic: string, body: unknown): Promise<unknown> {
+  async ask(to: string, topic: string, body: unknown, _timeoutMs?: number): Promise<unknown> {
     const handler = to === this.id ? this.handlers.get(topic) : undefined;
     if (!handler) throw new InstanceGoneError(to);
     try {

@@ -126,7 +126,7 @@ describe('instance registry', () => {
     });
     assert.notEqual(one.id, two.id);
     assert.equal(await one.isAlive(two.id), true);
-    assert.equal(await one.ask(two.id, 'double', 21, 5_000), 42);
+    assert.equal(await one.ask(two.id, "double", 21, 5_000), 42);
     await assert.rejects(one.ask(two.id, 'fail', null, 5_000), /no such round/);
     // A question in flight when the other stops beating (a kill -9 cannot delete its key): gone, not a timeout.
     two.handle('slow', () => new Promise(() => {}));
