@@ -23,14 +23,21 @@ const WITH_TASKS = { extensions: { [TASKS]: {} }, elicitation: { form: {} } };
 
 describe('tasks and rounds across API instances (Redis)', () => {
   const prefix = `trtest-tasks-${randomUUID().slice(0, 8)}`;
-  let instances: { process: CliProcess; url: string }[] = [];
+  const instances: { process: CliProcess; url: string }[] = [];
   let id = 1;
 
   /** One JSON-RPC request on the stateless revision to one instance, its client capabilities declared. */
   async function rpc(url: string, method: string, params: Record<string, unknown>, capabilities: Record<string, unknown> = WITH_TASKS): Promise<any> {
+    const name = typeof params.taskId === 'string' ? params.taskId : typeof params.name === 'string' ? params.name : undefined;
     const response = await fetch(`${url}/mcp`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': method },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN,
+        'mcp-method': method,
+        ...(name === undefined ? {} : { 'mcp-name': name }),
+      },
       body: JSON.stringify({
         jsonrpc: '2.0',
         id: id++,
