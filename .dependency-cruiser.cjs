@@ -32,6 +32,8 @@
 /** @type {{ name: string, path: string }[]} bottom first; `path` is a regular expression on the file path. */
 const LAYERS = [
   { name: 'shared', path: '^src/((log|metrics|shutdown|errors)\\.ts|(redis|telemetry)/[^/]+\\.ts)$' },
+  // Stores of what a request leaves behind for a later one (STYLE habit 8): memory and Redis implementations.
+  { name: 'state', path: '^src/state/' },
   { name: 'catalog', path: '^src/catalog/' },
   { name: 'embedding', path: '^src/embedding/' },
   { name: 'index', path: '^src/indexing/' },

@@ -29,6 +29,12 @@ import { mcpErrorShape } from './mcp/server/http.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
+import { LocalInstances } from './state/instances.js';
+import { RedisInstances } from './state/redis/instances.js';
+import { RedisTaskStore } from './state/redis/tasks.js';
+import { MemoryTaskStore } from './state/tasks.js';
+import { LocalRoundSecrets } from './state/rounds.js';
+import { RedisRoundSecrets } from './state/redis/rounds.js';
 import { redisForm } from './redis/settings.js';
 import { MemoryConversationStore, type ConversationStore } from './state/conversations.js';
 import { RedisConversationStore } from './state/redis/conversations.js';
@@ -154,7 +160,14 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     : new MemoryConversationStore({ selections: config.chat.stickyConversations });
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback: credits, metrics, conversations }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
+  // Tasks and input-required rounds outlive the request that started them: with Redis their records are shared and
+  // this instance (random id, heartbeat) is reachable by the others (src/state/).
+  const instances = bus ? await RedisInstances.start(bus, { log }) : new LocalInstances();
+  closers.push(() => instances.close());
+  const roundSecrets = bus ? await RedisRoundSecrets.start(bus.redis, redisKeys, { log }) : new LocalRoundSecrets();
+  closers.push(() => roundSecrets.close());
+  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets };
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.

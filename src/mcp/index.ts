@@ -11,6 +11,7 @@ import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { RedisBus } from '../redis/bus.js';
 import { McpGateway } from './gateway/gateway.js';
+import type { GatewayTasksState } from './relay/tasks.js';
 import { OAuthManager } from './upstream/oauth/manager.js';
 import { oauthRoutes } from './upstream/oauth/routes.js';
 import { mcpHttpFace, type McpHttpFace } from './server/http.js';
@@ -68,6 +69,8 @@ export function createMcpFaces(deps: {
   countRequest?: (access: Access) => Promise<void>;
   /** Where search ids and recent-search histories live (src/state/searches.ts); default: this process's memory. */
   searches?: SearchStore;
+  /** Where tasks and rounds are kept and how instances reach each other (Redis when scaled out); absent: this process. */
+  tasksState?: GatewayTasksState;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -117,6 +120,7 @@ export function createMcpFaces(deps: {
     },
     log.child({ component: 'mcp' }),
     startup,
+    deps.tasksState,
   );
   gateway.feedback = deps.feedback;
   if (deps.searches) gateway.useSearchStore(deps.searches);

@@ -152,6 +152,30 @@ export class RedisKeys {
     return `${this.prefix}:oauth:lock:${server}`;
   }
   /** Announces that a server's OAuth record changed (authorized, refreshed, revoked). */
+  /** An API instance's heartbeat (src/state/redis/instances.ts): present while the instance is up, short TTL. */
+  instance(id: string): string {
+    return `${this.prefix}:instance:${id}`;
+  }
+  /** Messages to one API instance (task cancellation and answers, round resumptions, replies). */
+  instanceChannel(id: string): string {
+    return `${this.prefix}:instance:${id}:inbox`;
+  }
+  /** A task's record (src/state/redis/tasks.ts). */
+  task(taskId: string): string {
+    return `${this.prefix}:task:${taskId}`;
+  }
+  /** Sorted set of one owner's task ids (by expiry); the owner is hashed, it may be a subject. */
+  taskOwner(ownerHash: string): string {
+    return `${this.prefix}:tasks:owner:${ownerHash}`;
+  }
+  /** Sorted set of every task id (by expiry), for the total bound. */
+  get tasksAll(): string {
+    return `${this.prefix}:tasks:all`;
+  }
+  /** The secret every instance signs 2026-07-28 requestState with (src/state/redis/rounds.ts). */
+  get roundsSecret(): string {
+    return `${this.prefix}:rounds:secret`;
+  }
   get oauthChannel(): string {
     return `${this.prefix}:oauth:events`;
   }

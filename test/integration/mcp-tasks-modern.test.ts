@@ -117,6 +117,8 @@ describe('tasks extension on 2026-07-28: server-directed tasks, tasks/get, tasks
       return got?.status === 'completed' ? got : undefined;
     }, 20_000);
     assert.equal(done.inputRequests, undefined);
+    // The upstream ran it as a task of its own: that id is toolrouter's business, never the client's.
+    assert.equal(done.result._meta?.['io.modelcontextprotocol/related-task'], undefined, JSON.stringify(done.result._meta));
     const report = (done.result.content as { type: string; text: string }[])[0]!.text;
     assert.match(report, /Research Report: gateways/);
     assert.ok(report.includes(choice), `the clarification reached the upstream: ${report.slice(0, 300)}`);
@@ -134,6 +136,8 @@ describe('tasks extension on 2026-07-28: server-directed tasks, tasks/get, tasks
     const without = await rpc(mine, 'tools/call', { name: 'every__simulate-research-query', arguments: { topic: 'direct' } }, { elicitation: { form: {} } });
     assert.equal(without.result?.resultType, 'complete', JSON.stringify(without).slice(0, 300));
     assert.match(JSON.stringify(without.result.content), /Research Report: direct/);
+    // A plain call: no task at all as far as the client knows, so no task id (the upstream's would be unusable).
+    assert.equal(without.result._meta?.['io.modelcontextprotocol/related-task'], undefined, JSON.stringify(without.result._meta));
   });
 
   it('tasks/* from a request that did not declare the extension: -32021 naming it; an unknown task: -32602', async () => {

@@ -11,17 +11,21 @@ describe('GatewayTasks: the bounded, owner-bound store behind client-initiated t
   it('refuses a task past the per-owner bound while all are running, and makes room by dropping a finished one', async () => {
     const tasks = new GatewayTasks(options);
     try {
-      tasks.start('a', undefined, never);
-      const finished = tasks.start('a', undefined, done);
-      assert.throws(() => tasks.start('a', undefined, never), (error) => error instanceof TaskLimitError);
+      await tasks.start('a', undefined, never);
+      // Ends when told: start() is asynchronous, so a task ending at once could end before the next start.
+      let finish!: () => void;
+      const gate = new Promise<void>((resolve) => (finish = resolve));
+      const finished = await tasks.start('a', undefined, async () => (await gate, done()));
+      await assert.rejects(tasks.start('a', undefined, never), (error) => error instanceof TaskLimitError);
       const store = tasks.storeFor('a');
+      finish();
       await waitFor('first task finished', async () => (await store.getTask(finished.taskId))?.status === 'completed');
-      const third = tasks.start('a', undefined, never);
+      const third = await tasks.start('a', undefined, never);
       assert.equal(await store.getTask(finished.taskId), null, 'the finished task made room');
       assert.equal((await store.getTask(third.taskId))?.status, 'working');
       // The total bound: one more owner fits, then nobody.
-      tasks.start('b', undefined, never);
-      assert.throws(() => tasks.start('c', undefined, never), /holds 3 tasks/);
+      await tasks.start('b', undefined, never);
+      await assert.rejects(tasks.start('c', undefined, never), /holds 3 tasks/);
     } finally {
       tasks.close();
     }
@@ -30,14 +34,14 @@ describe('GatewayTasks: the bounded, owner-bound store behind client-initiated t
   it('caps the ttl, forgets a task when its ttl runs out and aborts its work then', async () => {
     const tasks = new GatewayTasks(options);
     try {
-      assert.equal(tasks.start('a', 10_000_000, done).ttl, 120_000);
+      assert.equal((await tasks.start('a', 10_000_000, done)).ttl, 120_000);
       let aborted = false;
-      const short = tasks.start('a', 50, (signal) => {
+      const short = await tasks.start('a', 50, (signal) => {
         signal.addEventListener('abort', () => (aborted = true));
         return never(signal);
       });
       await waitFor('expired', async () => (await tasks.storeFor('a').getTask(short.taskId)) === null);
-      assert.equal(aborted, true);
+      await waitFor('work aborted', async () => aborted);
     } finally {
       tasks.close();
     }
@@ -46,7 +50,7 @@ describe('GatewayTasks: the bounded, owner-bound store behind client-initiated t
   it('an owner sees only its own tasks; a failure is kept as an error result', async () => {
     const tasks = new GatewayTasks(options);
     try {
-      const failing = tasks.start('a', undefined, async () => {
+      const failing = await tasks.start('a', undefined, async () => {
         throw new Error('upstream went away');
       });
       const other = tasks.storeFor('b');

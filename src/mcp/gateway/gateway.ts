@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions } from '../relay/tasks.js';
+import { DEFAULT_TASKS_OPTIONS, GatewayTasks, type GatewayTasksOptions, type GatewayTasksState } from '../relay/tasks.js';
 import { LogLevels } from '../relay/levels.js';
-import { TaskInputs } from '../relay/task-inputs.js';
+import type { TaskInputs } from '../relay/task-inputs.js';
 import { EventEmitter } from 'node:events';
 import {
   CompleteResultSchema,
@@ -123,12 +123,12 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    * process's memory until the assembly hands in a shared store (`useSearchStore`).
    */
   searches: SearchLedger;
-  /** Tasks clients asked for with a task-augmented tools/call (MCP 2025-11-25), per caller and session (relay/tasks.ts). */
+  /** Tasks clients asked for (2025-11-25 task-augmented calls, the 2026-07-28 extension, REST), per owner (relay/tasks.ts). */
   readonly tasks: GatewayTasks;
   /** The log levels sessions set (logging/setLevel), forwarded to upstreams as the most verbose of them (relay/levels.ts). */
   readonly logLevels: LogLevels;
   /** What upstreams ask during 2026-07-28 tasks, until tasks/update answers it (relay/task-inputs.ts). */
-  readonly taskInputs = new TaskInputs();
+  readonly taskInputs: TaskInputs;
   private lastSignature: string;
   private readonly onCatalogChange = () => this.checkListChanged();
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
@@ -143,10 +143,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     private readonly log: Logger,
     /** Bounds how long a first listing or search waits for upstreams still connecting; none: no waiting. */
     private readonly startupGate?: StartupGate,
+    /** Where tasks' records live and how instances reach each other (Redis when scaled out); absent: this process. */
+    tasksState: GatewayTasksState = {},
   ) {
     super();
     this.searches = new SearchLedger(() => this.feedback, new MemorySearchStore(), log);
-    this.tasks = new GatewayTasks({ ...DEFAULT_TASKS_OPTIONS, ...settings.tasks });
+    this.tasks = new GatewayTasks({ ...DEFAULT_TASKS_OPTIONS, ...settings.tasks }, tasksState);
+    this.taskInputs = this.tasks.inputs;
     this.logLevels = new LogLevels((level) => upstreams.setLogLevel(level));
     this.activationPolicy = new ActivationPolicy(settings.search, settings.activation);
     // One listener per connected MCP session; their number is bounded by mcp.maxSessions, not by EventEmitter's 10.

@@ -21,8 +21,9 @@ import { z } from 'zod';
 import { Access } from '../../auth/access.js';
 import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues, readableParams } from './params.js';
+import { bareMessage } from './rpc-error.js';
 import { declared } from '../relay/channel.js';
-import { InputRounds } from '../relay/rounds.js';
+import { InputRounds, RoundHolderGoneError } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
 import { ownerOf } from '../relay/tasks.js';
 import type { McpGateway } from '../gateway/gateway.js';
@@ -58,6 +59,12 @@ const MODERN_CAPABILITIES = {
   // a client that declared the extension on the request; tasks/get, tasks/update, tasks/cancel (src/mcp/relay/task-inputs.ts).
   extensions: { [TASKS_EXTENSION]: {} },
 } as ServerCapabilities;
+
+/**
+ * JSON-RPC code for a round retry whose waiting upstream call was on an instance that is gone (killed): an
+ * implementation-defined server error, so clients can tell it from a malformed request (-32602) and call again.
+ */
+export const ROUND_HOLDER_GONE = -32010;
 
 /** tasks/get, tasks/update and tasks/cancel params (the extension's own methods: the SDK has no schemas for them). */
 const TaskIdParams = z.looseObject({ taskId: z.string().min(1) });
@@ -104,7 +111,7 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof McpError) throw new ProtocolError(error.code, error.message, error.data);
+    if (error instanceof McpError) throw new ProtocolError(error.code, bareMessage(error.code, error.message), error.data);
     throw error;
   }
 }
@@ -162,7 +169,6 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
   const feedback = new McpFeedback(gateway.searches, () => access.scope);
   // Tasks of the 2026-07-28 extension belong to the caller's key (or subject): no session on this revision.
   const taskOwner = `${ownerOf(access)} 2026-07-28`;
-  const taskStore = gateway.tasks.storeFor(taskOwner);
 
   // With its own params schema: the SDK's tools/list schema would strip SEP-1821's `query` before the handler sees it.
   server.setRequestHandler('tools/list', { params: ListToolsParams }, async (params) =>
@@ -185,9 +191,15 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         // A job its server runs only as a task: answered at once with a task of this key; what the upstream asks
         // meanwhile waits in the task's inputRequests for tasks/update. Progress and log messages are not carried.
         const supports = (feature: Parameters<typeof declared>[1]) => declared(capabilities as never, feature);
-        const task = startTask(() =>
+        const task = await startTask(() =>
           gateway.tasks.start(taskOwner, undefined, async (signal, taskId) => {
-            const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
+            // Written in order, with the requests outstanding at the time, so any instance shows them (tasks/get).
+            let written = Promise.resolve();
+            const status = (next: 'working' | 'input_required') => {
+              written = written
+                .then(() => gateway.tasks.progress(taskId, next, next === 'input_required' ? gateway.taskInputs.outstanding(taskId) : undefined))
+                .catch((error: unknown) => log.debug({ err: error, taskId }, 'task status not written'));
+            };
             try {
               return await callTool(
                 gateway,
@@ -199,6 +211,7 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
               );
             } finally {
               gateway.taskInputs.drop(taskId);
+              await written;
             }
           }),
         );
@@ -221,6 +234,8 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
         if ('done' in round) return round.done as CallToolResult;
         return { resultType: 'input_required', inputRequests: round.inputRequests, requestState: round.requestState } as never;
       } catch (error) {
+        // Not the client's mistake and nothing to fix but to start over: the code of a server error, said so in data.
+        if (error instanceof RoundHolderGoneError) throw new ProtocolError(ROUND_HOLDER_GONE, error.message, { retryable: true, retry: 'call the tool again without requestState' });
         return authorizationRequest(error, ctx.mcpReq.inputResponses);
       }
     }),
@@ -228,33 +243,32 @@ export function createModernServer(gateway: McpGateway, log: Logger, access: Acc
   server.setRequestHandler('tasks/get', { params: TaskIdParams }, async ({ taskId }, ctx) =>
     v2(async () => {
       requireTasksExtension(ctx);
-      const task = await taskStore.getTask(taskId);
-      if (!task) throw new ProtocolError(-32602, 'Failed to retrieve task: Task not found');
-      const result = task.status === 'completed' ? await taskStore.getTaskResult(taskId) : undefined;
-      const failure = gateway.tasks.failureOf(taskOwner, taskId);
-      return detailedTask(task, {
-        inputRequests: gateway.taskInputs.outstanding(taskId),
-        ...(result ? { result } : {}),
-        ...(failure ? { error: failure } : {}),
+      // From the task's record, wherever it runs (src/state/tasks.ts); a task whose instance is gone reads failed.
+      const record = await gateway.tasks.get(taskOwner, taskId);
+      if (!record) throw new ProtocolError(-32602, 'Failed to retrieve task: Task not found');
+      return detailedTask(record.task, {
+        ...(record.inputRequests ? { inputRequests: record.inputRequests } : {}),
+        ...(record.result ? { result: record.result } : {}),
+        ...(record.error ? { error: record.error } : {}),
       }) as never;
     }),
   );
   server.setRequestHandler('tasks/update', { params: UpdateTaskParams }, async ({ taskId, inputResponses }, ctx) =>
     v2(async () => {
       requireTasksExtension(ctx);
-      if (!(await taskStore.getTask(taskId))) throw new ProtocolError(-32602, 'Failed to update task: Task not found');
       // The SDK lifts `inputResponses` out of every request's params (its multi-round-trip field) into the context.
       const responses = inputResponses ?? (ctx.mcpReq.inputResponses as Record<string, unknown> | undefined);
+      if (!(await gateway.tasks.get(taskOwner, taskId))) throw new ProtocolError(-32602, 'Failed to update task: Task not found');
       if (responses === undefined || typeof responses !== 'object') throw new ProtocolError(-32602, 'invalid params for tasks/update: params.inputResponses: expected an object');
-      gateway.taskInputs.answer(taskId, responses);
+      // Reaches the instance running the task's upstream call, wherever this request landed.
+      await gateway.tasks.answer(taskOwner, taskId, responses);
       return {} as never;
     }),
   );
   server.setRequestHandler('tasks/cancel', { params: TaskIdParams }, async ({ taskId }, ctx) =>
     v2(async () => {
       requireTasksExtension(ctx);
-      if (!(await taskStore.getTask(taskId))) throw new ProtocolError(-32602, 'Failed to cancel task: Task not found');
-      await taskStore.updateTaskStatus(taskId, 'cancelled');
+      if (!(await gateway.tasks.cancel(taskOwner, taskId))) throw new ProtocolError(-32602, 'Failed to cancel task: Task not found');
       return {} as never;
     }),
   );
@@ -343,7 +357,8 @@ export interface ModernHttpFace {
  */
 export function modernHttpFace(gateway: McpGateway, log: Logger, options: { maxSubscriptions: number }): ModernHttpFace {
   // Upstream calls waiting for a client's answer between the rounds of a 2026-07-28 tools/call.
-  const rounds = new InputRounds(gateway.settings.callTimeoutMs);
+  // A retry may reach any instance: it is forwarded to the one holding the call (src/mcp/relay/rounds.ts).
+  const rounds = new InputRounds(gateway.settings.callTimeoutMs, undefined, { instances: gateway.tasks.instances, secrets: gateway.tasks.roundSecrets });
   const handler: McpHttpHandler = createMcpHandler(
     (ctx) => createModernServer(gateway, log, accessFrom(ctx.authInfo), false, rounds),
     {

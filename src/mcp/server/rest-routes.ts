@@ -72,7 +72,7 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
     if (body.task !== undefined) {
       const access = accessOf(res);
       // The call's failure (a GatewayError) becomes the task's failure; its message is kept for the result.
-      const task = gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal, asTask: true }));
+      const task = await gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal, asTask: true }));
       return res.status(202).json({ task });
     }
     // A result with isError: true is the tool's own answer and passes through with 200.
@@ -81,7 +81,7 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
 
   // Tasks started over REST: the caller's key's own (REST has no session), as /mcp's tasks/get, result, list, cancel.
   router.get('/mcp-rest/tasks', async (_req, res) => {
-    res.json(await gateway.tasks.storeFor(restOwner(accessOf(res))).listTasks());
+    res.json({ tasks: await gateway.tasks.list(restOwner(accessOf(res))) });
   });
   router.get('/mcp-rest/tasks/:id', async (req, res) => {
     res.json({ task: await ownTask(gateway, res, req.params.id) });
@@ -91,16 +91,16 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
     if (task.status === 'working' || task.status === 'input_required') {
       throw new HttpError(409, 'conflict', `task ${task.taskId} is still ${task.status}: poll GET /mcp-rest/tasks/${task.taskId} (every ${task.pollInterval ?? 500} ms)`);
     }
-    res.json({ task, result: await gateway.tasks.storeFor(restOwner(accessOf(res))).getTaskResult(task.taskId) });
+    res.json({ task, result: (await gateway.tasks.get(restOwner(accessOf(res)), task.taskId))?.result });
   });
   router.post('/mcp-rest/tasks/:id/cancel', async (req, res) => {
     const task = await ownTask(gateway, res, req.params.id);
     if (task.status === 'completed' || task.status === 'failed' || task.status === 'cancelled') {
       throw new HttpError(409, 'conflict', `task ${task.taskId} has already ended (${task.status})`);
     }
-    const store = gateway.tasks.storeFor(restOwner(accessOf(res)));
-    await store.updateTaskStatus(task.taskId, 'cancelled', 'Cancelled by the caller.');
-    res.json({ task: await store.getTask(task.taskId) });
+    // Ended here at once; the work stops on the instance running it (src/mcp/relay/tasks.ts).
+    const cancelled = await gateway.tasks.cancel(restOwner(accessOf(res)), task.taskId, 'Cancelled by the caller.');
+    res.json({ task: cancelled?.task ?? task });
   });
 
   // Resources and prompts of the upstreams the key may use, as /mcp lists them (namespaced names, upstream URIs).
@@ -141,7 +141,7 @@ function restOwner(access: Access): string {
 
 /** The caller's task, or 404 exactly as for an id that never existed. */
 async function ownTask(gateway: McpGateway, res: Response, taskId: string): Promise<Task> {
-  const task = await gateway.tasks.storeFor(restOwner(accessOf(res))).getTask(taskId);
+  const task = (await gateway.tasks.get(restOwner(accessOf(res)), taskId))?.task;
   if (!task) throw new HttpError(404, 'not_found', `task not found: ${taskId}`);
   return task;
 }

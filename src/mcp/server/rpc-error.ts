@@ -11,3 +11,22 @@ export class RpcError extends McpError {
     this.message = message;
   }
 }
+
+/**
+ * The message without the "MCP error <code>: " the 1.x SDK's McpError puts before it (once or, relayed, more often):
+ * the wire carries the code in its own field, and the receiving client adds the prefix itself.
+ */
+export function bareMessage(code: number, message: string): string {
+  const prefix = `MCP error ${code}: `;
+  let bare = message;
+  while (bare.startsWith(prefix)) bare = bare.slice(prefix.length);
+  return bare;
+}
+
+/** A JSON-RPC message about to be sent, with an error's message bare (see bareMessage). */
+export function withBareError<T>(message: T): T {
+  const error = (message as { error?: { code?: unknown; message?: unknown } }).error;
+  if (!error || typeof error.code !== 'number' || typeof error.message !== 'string') return message;
+  const bare = bareMessage(error.code, error.message);
+  return bare === error.message ? message : ({ ...message, error: { ...error, message: bare } } as T);
+}

@@ -25,7 +25,8 @@ import { compileSchema } from '../../catalog/json-schema.js';
 import type { Tool } from '../../catalog/types.js';
 import { briefTool } from '../../search/coverage.js';
 import { SELECT_PREFIX } from '../../search/search.js';
-import { RpcError } from './rpc-error.js';
+import { RpcError, withBareError } from './rpc-error.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { guardParams, loose, parseParams } from './params.js';
 import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
 import { GatewayError, type McpGateway } from '../gateway/gateway.js';
@@ -90,14 +91,32 @@ const MAX_SUBSCRIPTIONS = 100;
  */
 export const ACCESS_DENIED = -32003;
 
+/**
+ * The 1.x SDK Server, sending every error's message bare. The SDK's McpError carries "MCP error <code>: " in its
+ * message and the SDK sends that message as it is, and the receiving client adds the prefix again: its own handlers'
+ * errors (tasks/get of an unknown task) read "MCP error -32602: MCP error -32602: …". Here, where every message of a
+ * connection leaves, is the one place that covers them all, the SDK's and toolrouter's alike.
+ */
+class BareErrorServer extends Server {
+  override async connect(transport: Transport): Promise<void> {
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => send(withBareError(message), options);
+    await super.connect(transport);
+  }
+}
+
 export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access | (() => Access) = Access.open): Server {
   // A function when the caller's key may change under a live session (/key/update): each request sees it as it is now.
   const accessNow = typeof caller === 'function' ? caller : () => caller;
   // This connection's tasks: bound to the caller (its key or subject) and to this connection, so neither another key
   // nor another session of the same key can see them. The SDK answers tasks/get, result, list and cancel from the store.
-  const taskOwner = `${ownerOf(accessNow())} ${randomUUID()}`;
+  // The session is the transport's Mcp-Session-Id (which any instance may serve), else this connection (stdio).
+  const connection = randomUUID();
+  const taskOwner = (sessionId: string | undefined) => `${ownerOf(accessNow())} ${sessionId ?? connection}`;
+  // The session this connection served tasks for (the transport is gone by the time the connection's close runs).
+  let taskSession: string | undefined;
   const taskStore = gateway.tasks.storeFor(taskOwner);
-  const server = new Server(IMPLEMENTATION, {
+  const server = new BareErrorServer(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
     instructions: instructions(gateway, accessNow()),
     taskStore,
@@ -107,8 +126,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     maxTaskQueueSize: TASK_QUEUE_SIZE,
   });
   // A session's own searches are filed under its id, so whichever instance serves its next request finds them; a
-  // connection without one (stdio) gets an id of its own.
-  const connection = randomUUID();
+  // connection without one (stdio) files them under `connection`.
   const feedback = new McpFeedback(gateway.searches, () => accessNow().scope, () => server.transport?.sessionId ?? connection);
 
   server.setRequestHandler(ListToolsWithQuerySchema, async (request) => {
@@ -126,8 +144,9 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
       // (elicitation, sampling) puts the task in input_required and reaches the client through tasks/result, with the
       // related-task metadata; log messages go the same way. Progress is not sent.
       const access = accessNow();
-      const task = startTask(() =>
-        gateway.tasks.start(taskOwner, params.task?.ttl, (signal, taskId) => {
+      taskSession = extra.sessionId;
+      const task = await startTask(() =>
+        gateway.tasks.start(taskOwner(extra.sessionId), params.task?.ttl, (signal, taskId) => {
           const status = (next: 'working' | 'input_required') => void taskStore.updateTaskStatus(taskId, next).catch(() => {});
           return callTool(gateway, params, { signal, notify: async () => {}, relay: { channel: session.taskChannel(taskId, status) }, asTask: true }, access, feedback, log);
         }),
@@ -219,7 +238,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   gateway.on('listChanged', onListChanged);
   const previousOnClose = server.onclose;
   server.onclose = () => {
-    gateway.tasks.dropOwner(taskOwner);
+    void gateway.tasks.dropOwner(taskOwner(taskSession)).catch((error: unknown) => log.debug({ err: error }, 'tasks of a closed session not dropped; they expire'));
     gateway.logLevels.drop(session.id);
     gateway.off('listChanged', onListChanged);
     gateway.off('featuresChanged', onFeatures);
@@ -233,9 +252,9 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
 }
 
 /** Starts a task; a full store is the client's problem to solve (wait, cancel): a JSON-RPC error saying so. */
-export function startTask<T>(start: () => T): T {
+export async function startTask<T>(start: () => Promise<T>): Promise<T> {
   try {
-    return start();
+    return await start();
   } catch (error) {
     if (error instanceof TaskLimitError) throw new RpcError(ErrorCode.InvalidRequest, error.message);
     throw error;

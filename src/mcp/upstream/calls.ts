@@ -73,16 +73,32 @@ export async function callAsTask(client: Client, name: string, args: Record<stri
   const cancel = () => void client.request({ method: 'tasks/cancel', params: { taskId } }, z.looseObject({}) as never, { timeout: 5_000 }).catch(() => {});
   options.signal?.addEventListener('abort', cancel, { once: true });
   try {
-    return (await client.request({ method: 'tasks/result', params: { taskId } }, CallToolResultSchema as never, {
+    const result = (await client.request({ method: 'tasks/result', params: { taskId } }, CallToolResultSchema as never, {
       timeout: Math.max(1, deadline - Date.now()),
       signal: options.signal,
     })) as CallToolResult;
+    return withoutUpstreamTask(result);
   } catch (error) {
     if (!options.signal?.aborted) cancel();
     throw error;
   } finally {
     options.signal?.removeEventListener('abort', cancel);
   }
+}
+
+/** The `_meta` key naming the task a message belongs to (MCP 2025-11-25); tasks/result carries it. */
+const RELATED_TASK = 'io.modelcontextprotocol/related-task';
+
+/**
+ * The upstream's result without its task id: the upstream's task is toolrouter's own business (the caller made a plain
+ * call, or has a task of toolrouter's, whose id the caller's SDK adds itself); an upstream id reaching the client is
+ * one it cannot use anywhere (tasks/get on it: not found).
+ */
+export function withoutUpstreamTask(result: CallToolResult): CallToolResult {
+  if (result._meta?.[RELATED_TASK] === undefined) return result;
+  const { [RELATED_TASK]: _upstream, ...meta } = result._meta;
+  const { _meta: _dropped, ...rest } = result;
+  return Object.keys(meta).length > 0 ? { ...rest, _meta: meta } : rest;
 }
 
 /** resources/read, prompts/get, a subscription change: as it is. */
