@@ -37,6 +37,8 @@ const LAYERS = [
   { name: 'index', path: '^src/indexing/' },
   { name: 'search', path: '^src/search/' },
   { name: 'services', path: '^src/(feedback|auth)/' },
+  // What requests leave behind for later ones (sessions, conversations, tasks): stores, memory or Redis.
+  { name: 'state', path: '^src/state/' },
   { name: 'eval', path: '^src/eval/' },
   { name: 'codemode', path: '^src/codemode/' },
   { name: 'faces', path: '^src/(http|chat|mcp|console)/' },

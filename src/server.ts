@@ -26,6 +26,7 @@ import { mcpErrorShape } from './mcp/server/http.js';
 import { createMcpFaces, type McpFaces } from './mcp/index.js';
 import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
+import { RedisSessionStore } from './state/redis/sessions.js';
 import { redisForm } from './redis/settings.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
@@ -136,7 +137,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const chatConfig = { chat: config.chat, search: searchConfig, upstreamLlmUrl: config.upstreamLlmUrl, upstreamAnthropicUrl: config.upstreamAnthropicUrl, bodyLimit: config.bodyLimit, limits: config.limits };
   routers.push(chatRoutes({ config: chatConfig, catalog, search, embedder, log, feedback, metrics }));
   routers.push(feedbackRoutes({ catalog, feedback, maxQueryLength: config.search.maxQueryLength }));
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
+  // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
+  const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
