@@ -39,7 +39,9 @@ export type SessionSignal =
   /** The session was ended (DELETE): whoever holds a copy closes it. */
   | { type: 'ended'; session: string }
   /** A JSON-RPC notification for the client: the instance holding the session's GET stream sends it there. */
-  | { type: 'notify'; session: string; message: Record<string, unknown> };
+  | { type: 'notify'; session: string; message: Record<string, unknown> }
+  /** The client's answer to a request an instance sent it during a call: that instance takes it. */
+  | { type: 'answer'; session: string; message: Record<string, unknown> };
 
 export interface SessionTtl {
   /** How long a used session lives without requests. */

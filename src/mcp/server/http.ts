@@ -3,11 +3,15 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   isInitializeRequest,
+  isJSONRPCErrorResponse,
   isJSONRPCNotification,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
   LATEST_PROTOCOL_VERSION,
   SUPPORTED_PROTOCOL_VERSIONS,
   type JSONRPCMessage,
   type JSONRPCNotification,
+  type MessageExtraInfo,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Router, type Request, type Response } from 'express';
 import type { Logger } from 'pino';
@@ -73,22 +77,69 @@ interface Session {
 /**
  * The 1.x SDK's transport, with what is sent outside any request (the GET stream's notifications) handed to `route`
  * first: on an instance that does not hold the session's GET stream it goes through the session store to the one that
- * does. Responses and what relates to a request (a call's elicitation, progress, logs) ride that request's own response
- * stream, on whichever instance serves it, and are never routed.
+ * does. What relates to a request (a call's elicitation, sampling, progress, logs) rides that request's own response
+ * stream, on whichever instance serves it, and is never routed.
+ *
+ * The client's answer to a request relayed during a call (elicitation, sampling, roots) comes back as a new POST,
+ * which a load balancer may send to any instance. So the ids of requests sent to the client carry this copy's tag
+ * (`<tag>:<id>`, unique across instances, where the SDK counts from 0 in every process), and an answer whose id this
+ * copy did not send is passed to the instance that did (http.ts, `answers`).
  */
 class SessionTransport extends StreamableHTTPServerTransport {
   /** True when it took the notification (passed on, or dropped); false: send it here. */
   route: ((message: JSONRPCNotification) => Promise<boolean>) | undefined;
+  /** Set when sessions are shared between instances (one process needs no tags). */
+  tagRequests = false;
+  private readonly tag = randomUUID().slice(0, 8);
+  /** Requests sent to the client and not answered yet: wire id → the SDK's own id. */
+  private readonly asked = new Map<string, string | number>();
+  private handler: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined;
 
   override async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    if (this.tagRequests && isJSONRPCRequest(message)) {
+      const wire = `${this.tag}:${String(message.id)}`;
+      this.asked.set(wire, message.id);
+      return super.send({ ...message, id: wire }, options);
+    }
     if (this.route && options?.relatedRequestId === undefined && isJSONRPCNotification(message) && (await this.route(message))) return;
     return super.send(message, options);
+  }
+
+  override set onmessage(handler: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined) {
+    this.handler = handler;
+    super.onmessage = handler && ((message, extra) => this.receive(message, extra));
+  }
+
+  override get onmessage(): ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined {
+    return super.onmessage;
+  }
+
+  /** Whether `id` answers a request this copy sent. */
+  asks(id: unknown): boolean {
+    return typeof id === 'string' && this.asked.has(id);
+  }
+
+  /** Takes a message as if it came in here (an answer passed on by another instance). */
+  receive(message: JSONRPCMessage, extra?: MessageExtraInfo): void {
+    if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && typeof message.id === 'string' && this.asked.has(message.id)) {
+      const id = this.asked.get(message.id)!;
+      this.asked.delete(message.id);
+      return this.handler?.({ ...message, id }, extra);
+    }
+    this.handler?.(message, extra);
   }
 
   /** Sends on this instance's GET stream as it is (a notification passed on by another instance). */
   deliver(message: JSONRPCMessage): Promise<void> {
     return super.send(message);
   }
+}
+
+/** The JSON-RPC answers (results, errors) a POST body carries when it carries nothing else; undefined otherwise. */
+function answersIn(body: unknown): JSONRPCMessage[] | undefined {
+  const messages = Array.isArray(body) ? body : [body];
+  if (messages.length === 0 || !messages.every((message) => isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message))) return undefined;
+  return messages as JSONRPCMessage[];
 }
 
 /**
@@ -129,7 +180,9 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       const session = sessions.get(signal.session);
       if (!session) return;
       if (signal.type === 'ended') void session.transport.close();
-      else if (session.listening > 0) void session.transport.deliver(signal.message as JSONRPCMessage).catch((error: unknown) => log.debug({ err: error }, 'notification not delivered'));
+      else if (signal.type === 'answer') {
+        if (session.transport.asks(signal.message.id)) session.transport.receive(signal.message as JSONRPCMessage);
+      } else if (session.listening > 0) void session.transport.deliver(signal.message as JSONRPCMessage).catch((error: unknown) => log.debug({ err: error }, 'notification not delivered'));
     })
     .catch((error: unknown) => log.error({ err: error }, 'cannot hear MCP session messages from other instances'));
 
@@ -184,6 +237,7 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     };
     const server = createMcpServer(gateway, log, () => caller.access, state);
     const transport: SessionTransport = new SessionTransport({ sessionIdGenerator: sessionId, onsessioninitialized });
+    transport.tagRequests = store.shared;
     const session: Session = { transport, caller, owner, open: 0, lastActive: Date.now(), holder, used: false, listening: 0, state };
     // connect() chains the server's own close handling (which detaches it from the gateway) after this one.
     transport.onclose = () => {
@@ -269,6 +323,16 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (sessionId !== undefined) {
       const session = await sessionFor(sessionId, access, res);
       if (!session) return;
+      // The client's answers to what another instance asked it during a call: passed on to that instance.
+      const answers = store.shared ? answersIn(req.body) : undefined;
+      if (answers && !answers.every((answer) => session.transport.asks((answer as { id?: unknown }).id))) {
+        for (const answer of answers) {
+          if (session.transport.asks((answer as { id?: unknown }).id)) session.transport.receive(answer);
+          else await store.publish({ type: 'answer', session: sessionId, message: answer as unknown as Record<string, unknown> }).catch((error: unknown) => log.warn({ err: error, session: sessionId }, 'could not pass an answer on to the instance that asked'));
+        }
+        res.status(202).end();
+        return;
+      }
       track(sessionId, session, res);
       await session.transport.handleRequest(req, res, req.body);
       return;
