@@ -81,9 +81,20 @@ describe('2025-era MCP sessions on any instance (Redis, round-robin HAProxy)', {
       mcp: { search: false, callTimeoutMs: 30_000, servers: { relay: { url: relay.url } } },
     });
     instances = await Promise.all([serve(config), serve(config), serve(config)]);
-    balancer = await startRoundRobin(instances.map((instance) => ({ host: '127.0.0.1', port: Number(new URL(instance.url).port) })));
-    keyA = (await generateKey(balancer.url, {})).key;
-    keyB = (await generateKey(balancer.url, {})).key;
+    // Checks every 3 s: HAProxy's check timeout is its interval, and a loaded test machine answers slowly.
+    balancer = await startRoundRobin(
+      instances.map((instance) => ({ host: '127.0.0.1', port: Number(new URL(instance.url).port) })),
+      { checkIntervalMs: 3_000 },
+    );
+    keyA = (await generateKey(instances[0]!.url, {})).key;
+    keyB = (await generateKey(instances[0]!.url, {})).key;
+    // HAProxy takes a backend in once its health check passed: wait until three requests in a row get through.
+    let through = 0;
+    await eventually(
+      async () => (through = (await fetch(`${balancer.url}/health`).then((response) => response.ok, () => false)) ? through + 1 : 0),
+      (count) => count >= 3,
+      120_000,
+    );
   });
 
   after(async () => {
