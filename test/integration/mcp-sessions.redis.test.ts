@@ -77,6 +77,8 @@ describe('2025-era MCP sessions on any instance (Redis, round-robin HAProxy)', {
       port: 0,
       host: '127.0.0.1',
       adminKey: ADMIN_KEY,
+      // HAProxy's health check sends no Host header; behind a balancer the operator accepts any (docs/scaling.md).
+      security: { allowedHosts: ['*'] },
       queue: { prefix, generationCheckMs: 300 },
       mcp: { search: false, callTimeoutMs: 30_000, servers: { relay: { url: relay.url } } },
     });
