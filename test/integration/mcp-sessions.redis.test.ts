@@ -144,11 +144,35 @@ describe('2025-era MCP sessions on any instance (Redis, round-robin HAProxy)', {
       for (let i = 0; i < 4; i++) assert.match(textOf(await client.callTool({ name: 'relay__levels', arguments: {} })), /^levels: /);
       assert.equal(textOf(await client.callTool({ name: 'relay__ask_name', arguments: { label: 'after' } })), 'after: hello Ada');
 
-      // Its GET stream (wherever it was) reopens on a live instance and hears the next change.
-      const before = listChanged;
+      // A GET stream on the session reopened on a live instance (as a client does when its stream broke with the
+      // instance) hears the next change, made on another instance. Opened by hand: the 1.x client does not reopen a
+      // stream that ended without an error. A live instance already holding the client's own stream answers 409.
+      const streamHeaders = { authorization: `Bearer ${keyA}`, accept: 'text/event-stream', 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': '2025-11-25' };
+      let reopened: globalThis.Response | undefined;
+      for (const instance of [instances[1]!, instances[0]!]) {
+        const response = await fetch(`${instance.url}/mcp`, { headers: streamHeaders });
+        if (response.status === 200) {
+          reopened = response;
+          break;
+        }
+        assert.equal(response.status, 409);
+        await response.body?.cancel();
+      }
+      assert.ok(reopened, 'a GET stream reopens on a live instance');
+      const reader = reopened.body!.getReader();
+      let heard = '';
+      const listening = (async () => {
+        while (!heard.includes('notifications/tools/list_changed')) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          heard += new TextDecoder().decode(value);
+        }
+      })();
       const removed = await call(instances[0]!.url, 'DELETE', '/v1/mcp/servers/tracker', { key: ADMIN_KEY });
       assert.equal(removed.status, 200, JSON.stringify(removed.body));
-      await eventually(() => listChanged, (count) => count > before, 60_000);
+      await Promise.race([listening, new Promise((resolve) => setTimeout(resolve, 60_000))]);
+      await reader.cancel();
+      assert.match(heard, /notifications\/tools\/list_changed/);
     } finally {
       await client.close();
     }
