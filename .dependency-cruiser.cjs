@@ -41,8 +41,6 @@ const LAYERS = [
   { name: 'services', path: '^src/(feedback|auth|analytics)/' },
   { name: 'eval', path: '^src/eval/' },
   { name: 'codemode', path: '^src/codemode/' },
-  // What a request leaves behind for a later one (STYLE habit 8): store interfaces and their memory and Redis forms.
-  { name: 'state', path: '^src/state/' },
   { name: 'faces', path: '^src/(http|chat|mcp|console)/' },
   { name: 'assembly', path: '^(src/(config|cli)/|src/(cli|server|index|package-root)\\.ts$|workers/)' },
 ];

@@ -35,6 +35,7 @@ import { RedisTaskStore } from './state/redis/tasks.js';
 import { MemoryTaskStore } from './state/tasks.js';
 import { LocalRoundSecrets } from './state/rounds.js';
 import { RedisRoundSecrets } from './state/redis/rounds.js';
+import { RedisSessionStore } from './state/redis/sessions.js';
 import { redisForm } from './redis/settings.js';
 import { MemoryConversationStore, type ConversationStore } from './state/conversations.js';
 import { RedisConversationStore } from './state/redis/conversations.js';
@@ -167,7 +168,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const roundSecrets = bus ? await RedisRoundSecrets.start(bus.redis, redisKeys, { log }) : new LocalRoundSecrets();
   closers.push(() => roundSecrets.close());
   const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets };
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
+  // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
+  const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.

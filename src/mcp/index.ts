@@ -10,6 +10,7 @@ import type { SearchStore } from '../state/searches.js';
 import type { FeedbackRecorder } from '../feedback/service.js';
 import type { SearchConfig } from '../search/settings.js';
 import type { RedisBus } from '../redis/bus.js';
+import type { SessionStore } from '../state/sessions.js';
 import { McpGateway } from './gateway/gateway.js';
 import type { GatewayTasksState } from './relay/tasks.js';
 import { OAuthManager } from './upstream/oauth/manager.js';
@@ -64,6 +65,8 @@ export function createMcpFaces(deps: {
    * it they live in this process and in `stateDir`.
    */
   bus?: RedisBus;
+  /** Where 2025-era /mcp sessions are kept: shared (Redis) lets any instance serve any session. Unset: this process. */
+  sessionStore?: SessionStore;
   stateDir?: string;
   /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
   countRequest?: (access: Access) => Promise<void>;
@@ -129,7 +132,7 @@ export function createMcpFaces(deps: {
   const sandbox = new Sandbox(mcp.sandbox);
   gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox, ...(deps.countRequest ? { countRequest: deps.countRequest } : {}), ...(deps.metrics ? { metrics: deps.metrics } : {}) });
   if (mcp.codeMode) sandbox.warm();
-  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, metrics: deps.metrics, log });
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, sessionStore: deps.sessionStore, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);
   };

@@ -195,6 +195,18 @@ export class RedisKeys {
   searchHistory(kind: 'scope' | 'session', id: string): string {
     return `${this.prefix}:searches:${kind}:${id}`;
   }
+  /** A 2025-era MCP session's record (src/state/redis/sessions.ts), expiring after the session's idle timeout. */
+  mcpSession(id: string): string {
+    return `${this.prefix}:mcp:session:${id}`;
+  }
+  /** Sorted set of one holder's sessions (member: id, score: expiry in ms), for the per-key cap across instances. */
+  mcpSessionHolder(holder: string): string {
+    return `${this.prefix}:mcp:sessions:holder:${holder}`;
+  }
+  /** Session messages between instances: a session ended, a notification for the instance holding its GET stream. */
+  get mcpSessionChannel(): string {
+    return `${this.prefix}:mcp:sessions:events`;
+  }
 }
 
 /**

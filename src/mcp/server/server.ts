@@ -16,6 +16,7 @@ import {
   UnsubscribeRequestSchema,
   type CallToolResult,
   type CreateTaskResult,
+  type LoggingLevel,
   type ServerCapabilities,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
@@ -75,17 +76,6 @@ const RESOURCE_NOT_FOUND = -32002;
 const MAX_SUBSCRIPTIONS = 100;
 
 /**
- * One MCP server over the gateway for one 2025-era client connection (an /mcp session or the stdio pipe), on the 1.x
- * SDK: the SDK Server holds per-connection protocol state, so each connection gets its own, all sharing the gateway.
- * The 2026-07-28 face (modern.ts) reuses the request handlers below (listTools, callTool, rpc), so both revisions
- * answer alike.
- *
- * Error style (MCP 2025-11-25, SEP-1303): a JSON-RPC error only when the request cannot be routed: a malformed
- * request, an unknown top-level tool name, a bad cursor or query. Everything that fails once a tool is known (invalid
- * arguments, recursion through call_tool, an unknown tool named inside call_tool, upstream timeout, upstream down or
- * failing) is a tool result with `isError: true` and a message saying what to fix, which the model can read and act on.
- */
-/**
  * JSON-RPC error code for a tool the caller's key may not use: the MCP form of HTTP 403 (an implementation-defined
  * server error code, so clients can tell it from a malformed request). `data.status` says 403 for HTTP-minded clients.
  */
@@ -105,7 +95,31 @@ class BareErrorServer extends Server {
   }
 }
 
-export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access | (() => Access) = Access.open): Server {
+/**
+ * What an /mcp session keeps where other instances read it (src/mcp/server/http.ts, src/state/sessions.ts): the level
+ * and subscriptions it sets are handed out here before the answer goes back; a level it set on another instance comes
+ * in through `applyLevel`. Unset (stdio, a session store of one process): nothing leaves the server.
+ */
+export interface McpSessionState {
+  onLevel?(level: LoggingLevel): Promise<void>;
+  /** A URI subscribed (`add`) or unsubscribed (`remove`) on this instance. */
+  onSubscription?(change: { add?: string; remove?: string }): Promise<void>;
+  /** Set by createMcpServer: applies the level the session last set, wherever it set it. */
+  applyLevel?: (level: LoggingLevel | undefined) => void;
+}
+
+/**
+ * One MCP server over the gateway for one 2025-era client connection (an /mcp session or the stdio pipe), on the 1.x
+ * SDK: the SDK Server holds per-connection protocol state, so each connection gets its own, all sharing the gateway.
+ * The 2026-07-28 face (modern.ts) reuses the request handlers below (listTools, callTool, rpc), so both revisions
+ * answer alike.
+ *
+ * Error style (MCP 2025-11-25, SEP-1303): a JSON-RPC error only when the request cannot be routed: a malformed
+ * request, an unknown top-level tool name, a bad cursor or query. Everything that fails once a tool is known (invalid
+ * arguments, recursion through call_tool, an unknown tool named inside call_tool, upstream timeout, upstream down or
+ * failing) is a tool result with `isError: true` and a message saying what to fix, which the model can read and act on.
+ */
+export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access | (() => Access) = Access.open, state?: McpSessionState): Server {
   // A function when the caller's key may change under a live session (/key/update): each request sees it as it is now.
   const accessNow = typeof caller === 'function' ? caller : () => caller;
   // This connection's tasks: bound to the caller (its key or subject) and to this connection, so neither another key
@@ -164,11 +178,19 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   });
   server.setRequestHandler(loose(SetLevelRequestSchema), async (raw) => {
     const { level } = parseParams(SetLevelRequestSchema, raw).params;
+    await state?.onLevel?.(level);
     session.setLevel(level);
     // Upstreams are told the most verbose level any session wants; this session's channel filters to its own.
     gateway.logLevels.set(session.id, level);
     return {};
   });
+  if (state) {
+    state.applyLevel = (level) => {
+      if (level === undefined || level === session.logLevel) return;
+      session.setLevel(level);
+      gateway.logLevels.set(session.id, level);
+    };
+  }
 
   server.setRequestHandler(loose(ListResourcesRequestSchema), async (raw) =>
     rpc(() => gateway.listResources({ cursor: parseParams(ListResourcesRequestSchema, raw).params?.cursor }, accessNow())),
@@ -197,6 +219,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     if (subscriptions.has(uri)) return {};
     if (subscriptions.size >= MAX_SUBSCRIPTIONS) throw new RpcError(ErrorCode.InvalidParams, `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per session`);
     subscriptions.set(uri, await rpc(() => gateway.subscribe(uri, accessNow()), RESOURCE_NOT_FOUND));
+    await state?.onSubscription?.({ add: uri });
     return {};
   });
   server.setRequestHandler(loose(UnsubscribeRequestSchema), async (raw) => {
@@ -204,6 +227,8 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     const owner = subscriptions.get(uri);
     subscriptions.delete(uri);
     if (owner !== undefined) await gateway.unsubscribe(uri, owner);
+    // Made on another instance perhaps: the stored list forgets it, so that instance stops passing its updates on.
+    await state?.onSubscription?.({ remove: uri });
     return {};
   });
 
