@@ -3,6 +3,8 @@
 
 /** What each setting is for, by path (records as `<name>`, array items as `[]`): the JSON Schema's descriptions. */
 export const SETTING_DESCRIPTIONS: Record<string, string> = {
+  "analytics":
+    "The search log (src/analytics): every search, what it found and the tool then called; GET /v1/analytics/*.",
   "auth":
     "Inbound identity besides API keys: `auth.oauth` accepts JWT access tokens of an OAuth authorization server.",
   "auth.oauth.audience":
@@ -21,12 +23,16 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "After fetching the signing keys, an unknown `kid` fetches them again only after this long (rotation vs. floods).",
   "auth.oauth.jwksMaxAgeMs":
     "Signing keys are fetched again this long after the last fetch, rotation or not.",
+  "auth.oauth.jwksMaxStaleMs":
+    "Stale-if-error: while the JWKS cannot be fetched (down, slow, erroring), the cached signing keys keep verifying tokens for this long past `jwksMaxAgeMs` (refetched in the background meanwhile); 0: never past their age.",
   "auth.oauth.jwksUri":
     "Where the signing keys are; unset: from the issuer's metadata (RFC 8414, then OpenID discovery).",
   "auth.oauth.requiredScopes":
     "Scopes every token must carry (`scope` or `scp`); also advertised as `scopes_supported`.",
   "auth.oauth.resource":
-    "The public URL of /mcp as clients reach it (the protected resource's identifier). Unset: built from each request's scheme and Host (right unless a proxy rewrites them; set `security.trustProxy` behind one).",
+    "The public URL of /mcp as clients reach it (the protected resource's identifier). Unset: built from each request's scheme and Host (right unless a proxy rewrites them; set `security.trustProxy` behind one); then a loopback `audience` (localhost, 127.0.0.1, [::1]) also accepts its other loopback names, the way a local client reaches it.",
+  "auth.oauth.scopes":
+    "Scopes advertised as `scopes_supported` beside `requiredScopes`: what an MCP client asks the authorization server for. Unset with no `requiredScopes`: `openid`, since a request with no scope at all is refused by common providers (oidc-provider answers `access_denied`); set it to the scopes your provider defines for toolrouter.",
   "bodyLimit":
     "Largest accepted request body; catalogs of many thousand tools are several MB.",
   "catalog.sources":
@@ -149,10 +155,16 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Executions of all callers at once (each is a thread).",
   "mcp.sandbox.maxConcurrentPerKey":
     "Executions one key (open service: every caller together) may run at once; beyond it `execute` answers busy.",
+  "mcp.sandbox.maxDepth":
+    "Nesting of call arguments and of the return value (objects and arrays); deeper ones are refused in the sandbox (`invalid_arguments` for a call, `sandbox_output` for the result), since parsers and schema checks recurse.",
   "mcp.sandbox.maxLogBytes":
     "Captured console output (bytes); lines past it are dropped and the log says so.",
   "mcp.sandbox.maxOutputBytes":
     "Largest JSON return value (bytes); a larger one ends the execution with `sandbox_output`.",
+  "mcp.sandbox.maxPendingCalls":
+    "Calls from one execution out to the service at once; more wait in the sandbox thread (bounded by memoryMb of their arguments) until one finishes. Promise.all over many calls works; a flood never reaches the service.",
+  "mcp.sandbox.maxTotalCallBytes":
+    "Arguments of all calls of one execution together (bytes of JSON): the work code can hand the service is bounded, not only each call's; past it calls are refused (`payload_too_large`) in the sandbox.",
   "mcp.sandbox.memoryMb":
     "The engine's whole WebAssembly memory (heap, strings, arrays); past it the execution ends with `sandbox_memory`.",
   "mcp.sandbox.stackKb":
@@ -250,7 +262,7 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
   "search.lexical.fieldWeights.context":
     "The source's description (catalog `description`, an upstream's instructions), on each of its tools.",
   "search.minScore":
-    "Results whose calibrated score (0–1: how likely the tool answers the query) is below this are dropped, so a query nothing answers gets nothing; 0 keeps all. Per request as min_score. Default from `toolrouter calibrate`.",
+    "The default cut: a query whose top hit's calibrated score (0–1: how likely the tool answers the query) is below this gets nothing (unless learned usage vouches for a hit shown); an answered query gets its top_k. 0 never abstains. Unset: the embedding model's calibration's own (src/search/calibration.ts, `toolrouter calibrate`). A request's min_score instead drops each hit scoring below it.",
   "search.rerank":
     "Re-scores the top fused candidates (src/search/rerank.ts); off by default; per request `rerank: false`.",
   "search.rerank.apiKey":
