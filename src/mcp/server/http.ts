@@ -223,6 +223,8 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     // The session is bound to the key that opened it: its tools/list, searches and calls all see what that key may see.
     const caller = { access };
     const state: McpSessionState = {
+      // A shared store: closing this copy (idle here, shutdown) does not end the session elsewhere, nor its tasks.
+      outlivesClose: store.shared,
       onLevel: async (level) => {
         const id = transport.sessionId;
         if (id !== undefined) await store.touch(id, { logLevel: level });

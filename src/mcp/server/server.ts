@@ -106,6 +106,11 @@ export interface McpSessionState {
   onSubscription?(change: { add?: string; remove?: string }): Promise<void>;
   /** Set by createMcpServer: applies the level the session last set, wherever it set it. */
   applyLevel?: (level: LoggingLevel | undefined) => void;
+  /**
+   * true when closing this server does not end the session: another instance (or this one, later) may serve it again
+   * from the shared store, so its tasks must stay readable; they end by their own TTL instead.
+   */
+  outlivesClose?: boolean;
 }
 
 /**
@@ -263,7 +268,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   gateway.on('listChanged', onListChanged);
   const previousOnClose = server.onclose;
   server.onclose = () => {
-    void gateway.tasks.dropOwner(taskOwner(taskSession)).catch((error: unknown) => log.debug({ err: error }, 'tasks of a closed session not dropped; they expire'));
+    if (!state?.outlivesClose) void gateway.tasks.dropOwner(taskOwner(taskSession)).catch((error: unknown) => log.debug({ err: error }, 'tasks of a closed session not dropped; they expire'));
     gateway.logLevels.drop(session.id);
     gateway.off('listChanged', onListChanged);
     gateway.off('featuresChanged', onFeatures);
