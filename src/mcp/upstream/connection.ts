@@ -32,20 +32,7 @@ import {
   type UpstreamState,
   type UpstreamStatus,
 } from './types.js';
-
-/** Connects (revision probe, then initialize) within one deadline of `ms` for the whole. */
-async function connectWithin(client: Client, transport: Parameters<Client['connect']>[0], ms: number): Promise<void> {
-  const deadline = new AbortController();
-  const timer = setTimeout(() => deadline.abort(new Error(`connecting timed out after ${ms} ms (mcp.connectTimeoutMs)`)), ms);
-  try {
-    await client.connect(transport, { timeout: ms, signal: deadline.signal });
-  } catch (error) {
-    // The SDK words an aborted request as "Error: <reason>"; the deadline's own error reads better in the status.
-    throw deadline.signal.aborted ? deadline.signal.reason : error;
-  } finally {
-    clearTimeout(timer);
-  }
-}
+import { connectWithin } from './connect.js';
 
 /** Lines of a stdio server's stderr kept per connection attempt, for the error that explains a failed start. */
 const STDERR_TAIL_LINES = 20;

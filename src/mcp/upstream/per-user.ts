@@ -16,6 +16,7 @@ import { IMPLEMENTATION } from '../version.js';
 import { DEFAULT_MAX_RESULT_BYTES } from './bounds.js';
 import type { LogLevel } from '../relay/channel.js';
 import { callAsTask, callFailure, callTool, runsAsTask, setUpstreamLogLevel } from './calls.js';
+import { connectWithin } from './connect.js';
 import { createTransport, terminateSession } from './transport.js';
 import { UpstreamError, withTimeout, type RemoteServerConfig, type UpstreamCallOptions } from './types.js';
 
@@ -165,7 +166,7 @@ export class UserConnections {
       ...(this.config.passthroughHeaders ? { passthrough: { server: this.server, headers: this.config.passthroughHeaders } } : {}),
     });
     try {
-      await client.connect(transport, { timeout: this.options.connectTimeoutMs });
+      await connectWithin(client, transport, this.options.connectTimeoutMs);
     } catch (error) {
       await client.close().catch(() => {});
       throw error;
