@@ -18,7 +18,7 @@ export interface Balancer {
 export interface RoundRobinOptions {
   /**
    * How often HAProxy checks each backend's `GET /health`; a backend that fails one check is taken out until it passes
-   * one again. @defaultValue 500
+   * one again. A check may take up to 5 s (a loaded machine), so this is how often, not how fast. @defaultValue 2000
    */
   checkIntervalMs?: number;
 }
@@ -37,7 +37,7 @@ export async function startRoundRobin(backends: { host: string; port: number }[]
   const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-haproxy-'));
   const configFile = path.join(dir, 'haproxy.cfg');
-  const inter = options.checkIntervalMs ?? 500;
+  const inter = options.checkIntervalMs ?? 2000;
   writeFileSync(
     configFile,
     [
@@ -46,6 +46,7 @@ export async function startRoundRobin(backends: { host: string; port: number }[]
       'defaults',
       '  mode http',
       '  timeout connect 2s',
+      '  timeout check 5s',
       '  timeout client 5m',
       '  timeout server 5m',
       // SSE streams (GET /mcp, streamed POST answers) stay open for long; an idle stream is not an error.

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Redis } from 'ioredis';
 import { readJsonRpc, textOf, waitFor } from '../helpers/mcp.js';
+import { startRoundRobin } from '../helpers/balancer.js';
 import { CliProcess } from '../helpers/ops-processes.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { REDIS_URL, writeConfig } from '../helpers/processes.js';
@@ -144,6 +145,38 @@ describe('tasks and rounds across API instances (Redis)', () => {
       assert.equal(asked.length, 2);
     } finally {
       await client.close();
+    }
+  });
+
+  it('behind a round-robin HAProxy over the three: a v2 SDK client answers rounds asked on one instance on another, and a task is read to completion', async () => {
+    const balancer = await startRoundRobin(instances.map(({ url }) => ({ host: '127.0.0.1', port: Number(new URL(url).port) })));
+    const client = new Client({ name: 'rounds-balanced', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: MODERN } } });
+    client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'erin' } }));
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${balancer.url}/mcp`)));
+      // Each call is two requests (the call, then its retry with requestState), spread by the balancer: over six
+      // calls, rounds are asked on one instance and answered on another.
+      for (let i = 0; i < 6; i++) {
+        assert.equal(textOf(await client.callTool({ name: 'st__ask_name', arguments: { label: `n${i}` } })), `n${i}: hello erin`);
+      }
+      const created = (await rpc(balancer.url, 'tools/call', { name: 'every__simulate-research-query', arguments: { topic: 'balanced', ambiguous: true } })).result;
+      assert.equal(created?.resultType, 'task', JSON.stringify(created));
+      const asking = await waitFor('input_required through the balancer', async () => {
+        const got = await taskOn(balancer.url, created.taskId);
+        return got?.status === 'input_required' ? got : undefined;
+      }, 30_000);
+      const [[key, request]] = Object.entries(asking.inputRequests as Record<string, { params: any }>) as [[string, { params: any }]];
+      const choice = request.params.requestedSchema.properties.interpretation.oneOf[0].const as string;
+      await rpc(balancer.url, 'tasks/update', { taskId: created.taskId, inputResponses: { [key]: { action: 'accept', content: { interpretation: choice } } } });
+      const done = await waitFor('completed through the balancer', async () => {
+        const got = await taskOn(balancer.url, created.taskId);
+        return got?.status === 'completed' ? got : undefined;
+      }, 30_000);
+      assert.match((done.result.content as { text: string }[])[0]!.text, /Research Report: balanced/);
+      for (const { url } of instances) assert.equal((await taskOn(url, created.taskId)).status, 'completed', `${url} reads it completed`);
+    } finally {
+      await client.close();
+      await balancer.stop();
     }
   });
 
