@@ -34,6 +34,12 @@ export const sandboxSettingsSchema = z
      */
     maxPendingCalls: z.number().int().min(1).max(1_000).default(4),
     /**
+     * Arguments of calls from code that the service handles at once, all executions together (bytes of JSON); further
+     * calls wait their turn, and each starts on its own turn of the event loop. Large calls from many executions at once
+     * are spread out instead of holding up /health and every other caller; small calls pass as before.
+     */
+    maxCallBytesInFlight: z.number().int().min(1_024).max(268_435_456).default(2_097_152),
+    /**
      * Nesting of call arguments and of the return value (objects and arrays); deeper ones are refused in the sandbox
      * (`invalid_arguments` for a call, `sandbox_output` for the result), since parsers and schema checks recurse.
      */
