@@ -29,8 +29,9 @@ export const sandboxSettingsSchema = z
      */
     maxTotalCallBytes: z.number().int().min(1_024).max(268_435_456).default(8_388_608),
     /**
-     * Calls from one execution out to the service at once; more wait in the sandbox thread (bounded by memoryMb of
-     * their arguments) until one finishes. Promise.all over many calls works; a flood never reaches the service.
+     * Calls from one execution out to the service at once; more wait in the sandbox thread (up to 8 MB of their
+     * arguments; past that a call is refused with `sandbox_calls`) until one finishes. Promise.all over many calls
+     * works; a flood never reaches the service.
      */
     maxPendingCalls: z.number().int().min(1).max(1_000).default(4),
     /**

@@ -3,6 +3,8 @@
 
 /** What each setting is for, by path (records as `<name>`, array items as `[]`): the JSON Schema's descriptions. */
 export const SETTING_DESCRIPTIONS: Record<string, string> = {
+  "analytics":
+    "The search log (src/analytics): every search, what it found and the tool then called; GET /v1/analytics/*.",
   "auth":
     "Inbound identity besides API keys: `auth.oauth` accepts JWT access tokens of an OAuth authorization server.",
   "auth.oauth.audience":
@@ -21,6 +23,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "After fetching the signing keys, an unknown `kid` fetches them again only after this long (rotation vs. floods).",
   "auth.oauth.jwksMaxAgeMs":
     "Signing keys are fetched again this long after the last fetch, rotation or not.",
+  "auth.oauth.jwksMaxStaleMs":
+    "Stale-if-error: while the JWKS cannot be fetched (down, slow, erroring), the cached signing keys keep verifying tokens for this long past `jwksMaxAgeMs` (refetched in the background meanwhile); 0: never past their age.",
   "auth.oauth.jwksUri":
     "Where the signing keys are; unset: from the issuer's metadata (RFC 8414, then OpenID discovery).",
   "auth.oauth.requiredScopes":
@@ -141,6 +145,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Sandbox threads kept warm between executions (each execution still gets a fresh engine).",
   "mcp.sandbox.maxCallBytes":
     "Arguments of one call from code (bytes of JSON).",
+  "mcp.sandbox.maxCallBytesInFlight":
+    "Arguments of calls from code that the service handles at once, all executions together (bytes of JSON); further calls wait their turn, and each starts on its own turn of the event loop. Large calls from many executions at once are spread out instead of holding up /health and every other caller; small calls pass as before.",
   "mcp.sandbox.maxCalls":
     "call_tool and search_tools calls one execution may make.",
   "mcp.sandbox.maxCodeBytes":
@@ -149,10 +155,16 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Executions of all callers at once (each is a thread).",
   "mcp.sandbox.maxConcurrentPerKey":
     "Executions one key (open service: every caller together) may run at once; beyond it `execute` answers busy.",
+  "mcp.sandbox.maxDepth":
+    "Nesting of call arguments and of the return value (objects and arrays); deeper ones are refused in the sandbox (`invalid_arguments` for a call, `sandbox_output` for the result), since parsers and schema checks recurse.",
   "mcp.sandbox.maxLogBytes":
     "Captured console output (bytes); lines past it are dropped and the log says so.",
   "mcp.sandbox.maxOutputBytes":
     "Largest JSON return value (bytes); a larger one ends the execution with `sandbox_output`.",
+  "mcp.sandbox.maxPendingCalls":
+    "Calls from one execution out to the service at once; more wait in the sandbox thread (up to 8 MB of their arguments; past that a call is refused with `sandbox_calls`) until one finishes. Promise.all over many calls works; a flood never reaches the service.",
+  "mcp.sandbox.maxTotalCallBytes":
+    "Arguments of all calls of one execution together (bytes of JSON): the work code can hand the service is bounded, not only each call's; past it calls are refused (`payload_too_large`) in the sandbox.",
   "mcp.sandbox.memoryMb":
     "The engine's whole WebAssembly memory (heap, strings, arrays); past it the execution ends with `sandbox_memory`.",
   "mcp.sandbox.stackKb":
