@@ -39,6 +39,9 @@ export type Execution = ({ ok: true; value: unknown } | { ok: false; error: Tool
 /** How long past the deadline the thread may take to report before it is terminated. */
 const GRACE_MS = 1_000;
 
+/** How long one call from code holds its share of maxCallBytesInFlight at most (see CallGate). */
+const HOLD_MS = 1_000;
+
 export class Sandbox {
   private readonly idle: SandboxThread[] = [];
   /** Host calls of every execution pass here, within maxCallBytesInFlight, one started per turn of the event loop. */
@@ -90,7 +93,10 @@ export class Sandbox {
         if (bytes > this.settings.maxCallBytes) {
           return failed('payload_too_large', `the arguments of one call may be at most ${this.settings.maxCallBytes} bytes`);
         }
-        await this.gate.enter(bytes);
+        const release = await this.gate.enter(bytes);
+        // A call waiting on a slow upstream gives its share back after HOLD_MS: the budget spreads out the service's own
+        // work on large calls, and one slow server must not hold up other callers' code.
+        const held = setTimeout(release, HOLD_MS);
         try {
           if (over) return failed('sandbox_calls', 'the execution is over');
           const request = JSON.parse(payload) as { name?: string; arguments?: unknown; query?: string; options?: unknown };
@@ -104,7 +110,8 @@ export class Sandbox {
           if (error instanceof ToolrouterError) return failed(error.code, error.message);
           return failed('internal', 'the call failed inside toolrouter');
         } finally {
-          this.gate.leave(bytes);
+          clearTimeout(held);
+          release();
         }
       };
       const limits: EngineLimits = {
@@ -184,6 +191,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * than the budget goes alone), in arrival order, and each started on its own turn of the event loop. Without it, calls
  * arriving together from several threads are parsed, validated and written upstream back to back in one task: four
  * executions sending 900 KB calls held the event loop for up to half a second at a time on a loaded 2-core machine.
+ * A call holds its share until it is answered or for HOLD_MS, whichever comes first.
  */
 class CallGate {
   private used = 0;
@@ -192,16 +200,19 @@ class CallGate {
 
   constructor(private readonly budget: number) {}
 
-  enter(bytes: number): Promise<void> {
-    return new Promise<void>((go) => {
-      this.waiting.push({ bytes, go });
+  /** Resolves when the call may start, with the function that gives its share back (once; later calls do nothing). */
+  enter(bytes: number): Promise<() => void> {
+    return new Promise<() => void>((start) => {
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        this.used -= bytes;
+        this.pump();
+      };
+      this.waiting.push({ bytes, go: () => start(release) });
       this.pump();
     });
-  }
-
-  leave(bytes: number): void {
-    this.used -= bytes;
-    this.pump();
   }
 
   private fits(): boolean {

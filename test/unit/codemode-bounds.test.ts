@@ -115,6 +115,31 @@ describe('code mode: the service handles calls from all executions within maxCal
     }
   });
 
+  it('a call stuck on a slow upstream gives its share back after a second: another execution\'s call is not held up until it ends', async () => {
+    const gated = new Sandbox(sandboxSettingsSchema.parse({ timeoutMs: 15_000, maxCallBytesInFlight: 1_024, idleThreads: 0 }));
+    const host: ToolHost = {
+      async call(name) {
+        if (name === 'slow') await new Promise((resolve) => setTimeout(resolve, 6_000));
+        return name;
+      },
+      async search() {
+        return [];
+      },
+    };
+    try {
+      const slow = gated.run(`return await call_tool('slow', {pad: 'p'.repeat(900)});`, host, { owner: 'a' });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const started = performance.now();
+      const fast = await gated.run(`return await call_tool('fast', {pad: 'p'.repeat(900)});`, host, { owner: 'b' });
+      const waited = performance.now() - started;
+      assert.ok(fast.ok && fast.value === 'fast', JSON.stringify(fast).slice(0, 300));
+      assert.ok(waited < 4_000, `the second call waited ${Math.round(waited)} ms behind the slow one`);
+      assert.ok((await slow).ok);
+    } finally {
+      await gated.close();
+    }
+  });
+
   it('calls still waiting when their execution ends are dropped, not sent to the service', async () => {
     const gated = new Sandbox(sandboxSettingsSchema.parse({ timeoutMs: 8_000, maxCallBytesInFlight: 1_024, maxPendingCalls: 4, idleThreads: 0 }));
     const { host, seen } = countingHost(50);
