@@ -213,6 +213,11 @@ export async function runProgram(code: string, limits: EngineLimits, bridge: Bri
       const op = ctx.getString(opHandle) === 'search' ? 'search' : 'call';
       // Characters first (no copy): more of them than bytes allowed cannot fit; then the exact UTF-8 size.
       const length = lengthOf(ctx, payloadHandle);
+      // Past the execution's total already by its characters (each at least a byte): refused without copying it out.
+      if (length <= limits.maxCallBytes && acceptedBytes + length > limits.maxTotalCallBytes) {
+        settle(deferred, refusal('payload_too_large', `the calls of one execution may send at most ${limits.maxTotalCallBytes} bytes of arguments in all (${acceptedBytes} sent so far)`));
+        return deferred.handle;
+      }
       const payload = length > limits.maxCallBytes ? undefined : ctx.getString(payloadHandle);
       const bytes = payload === undefined ? length : Buffer.byteLength(payload);
       if (payload === undefined || bytes > limits.maxCallBytes) {

@@ -39,14 +39,21 @@ export type Execution = ({ ok: true; value: unknown } | { ok: false; error: Tool
 /** How long past the deadline the thread may take to report before it is terminated. */
 const GRACE_MS = 1_000;
 
+/** How long one call from code holds its share of maxCallBytesInFlight at most (see CallGate). */
+const HOLD_MS = 1_000;
+
 export class Sandbox {
   private readonly idle: SandboxThread[] = [];
+  /** Host calls of every execution pass here, within maxCallBytesInFlight, one started per turn of the event loop. */
+  private readonly gate: CallGate;
   private readonly running = new Map<string, number>();
   private total = 0;
   private nextRun = 0;
   private closed = false;
 
-  constructor(readonly settings: SandboxOptions) {}
+  constructor(readonly settings: SandboxOptions) {
+    this.gate = new CallGate(settings.maxCallBytesInFlight);
+  }
 
   /** Runs `code`, the body of an async function; never throws for anything the code does. */
   async run(code: string, host: ToolHost, options: RunOptions): Promise<Execution> {
@@ -70,6 +77,8 @@ export class Sandbox {
     this.running.set(options.owner, mine + 1);
     this.total++;
     let calls = 0;
+    /** Set when the execution is over: its calls still waiting at the gate are dropped, not sent to the service. */
+    let over = false;
     try {
       // Host calls run in the caller's async context (its trace span, its request), not the thread's message handler's.
       const call = AsyncResource.bind((name: string, args: Record<string, unknown>) => host.call(name, args));
@@ -80,10 +89,16 @@ export class Sandbox {
         if (calls > this.settings.maxCalls) {
           return failed('sandbox_calls', `at most ${this.settings.maxCalls} calls per execution`);
         }
-        if (Buffer.byteLength(payload) > this.settings.maxCallBytes) {
+        const bytes = Buffer.byteLength(payload);
+        if (bytes > this.settings.maxCallBytes) {
           return failed('payload_too_large', `the arguments of one call may be at most ${this.settings.maxCallBytes} bytes`);
         }
+        const release = await this.gate.enter(bytes);
+        // A call waiting on a slow upstream gives its share back after HOLD_MS: the budget spreads out the service's own
+        // work on large calls, and one slow server must not hold up other callers' code.
+        const held = setTimeout(release, HOLD_MS);
         try {
+          if (over) return failed('sandbox_calls', 'the execution is over');
           const request = JSON.parse(payload) as { name?: string; arguments?: unknown; query?: string; options?: unknown };
           const value =
             op === 'call'
@@ -94,6 +109,9 @@ export class Sandbox {
           if (error instanceof ToolCallFailure) return JSON.stringify({ ok: false, error: { message: error.message, code: error.code, ...(error.result === undefined ? {} : { result: error.result }) } });
           if (error instanceof ToolrouterError) return failed(error.code, error.message);
           return failed('internal', 'the call failed inside toolrouter');
+        } finally {
+          clearTimeout(held);
+          release();
         }
       };
       const limits: EngineLimits = {
@@ -118,6 +136,7 @@ export class Sandbox {
       // Attempts as the thread counted them (refused ones included); the crossings counted here if the thread could not say.
       return done(this.result(outcome), outcome.logs, outcome.calls ?? calls);
     } finally {
+      over = true;
       const left = (this.running.get(options.owner) ?? 1) - 1;
       if (left === 0) this.running.delete(options.owner);
       else this.running.set(options.owner, left);
@@ -165,6 +184,55 @@ function failed(code: string, message: string): string {
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Admits host calls from every sandbox thread to the service: at most `budget` bytes of arguments at once (a call larger
+ * than the budget goes alone), in arrival order, and each started on its own turn of the event loop. Without it, calls
+ * arriving together from several threads are parsed, validated and written upstream back to back in one task: four
+ * executions sending 900 KB calls held the event loop for up to half a second at a time on a loaded 2-core machine.
+ * A call holds its share until it is answered or for HOLD_MS, whichever comes first.
+ */
+class CallGate {
+  private used = 0;
+  private readonly waiting: { bytes: number; go: () => void }[] = [];
+  private scheduled = false;
+
+  constructor(private readonly budget: number) {}
+
+  /** Resolves when the call may start, with the function that gives its share back (once; later calls do nothing). */
+  enter(bytes: number): Promise<() => void> {
+    return new Promise<() => void>((start) => {
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        this.used -= bytes;
+        this.pump();
+      };
+      this.waiting.push({ bytes, go: () => start(release) });
+      this.pump();
+    });
+  }
+
+  private fits(): boolean {
+    const next = this.waiting[0];
+    return next !== undefined && (this.used === 0 || this.used + next.bytes <= this.budget);
+  }
+
+  /** Starts the next waiting call on the next turn (setImmediate: after pending I/O such as /health is served). */
+  private pump(): void {
+    if (this.scheduled || !this.fits()) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (!this.fits()) return;
+      const next = this.waiting.shift()!;
+      this.used += next.bytes;
+      next.go();
+      this.pump();
+    });
+  }
 }
 
 /** One sandbox thread, running one execution at a time. */

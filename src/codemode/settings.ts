@@ -29,10 +29,17 @@ export const sandboxSettingsSchema = z
      */
     maxTotalCallBytes: z.number().int().min(1_024).max(268_435_456).default(8_388_608),
     /**
-     * Calls from one execution out to the service at once; more wait in the sandbox thread (bounded by memoryMb of
-     * their arguments) until one finishes. Promise.all over many calls works; a flood never reaches the service.
+     * Calls from one execution out to the service at once; more wait in the sandbox thread (up to 8 MB of their
+     * arguments; past that a call is refused with `sandbox_calls`) until one finishes. Promise.all over many calls
+     * works; a flood never reaches the service.
      */
     maxPendingCalls: z.number().int().min(1).max(1_000).default(4),
+    /**
+     * Arguments of calls from code that the service handles at once, all executions together (bytes of JSON); further
+     * calls wait their turn, and each starts on its own turn of the event loop. Large calls from many executions at once
+     * are spread out instead of holding up /health and every other caller; small calls pass as before.
+     */
+    maxCallBytesInFlight: z.number().int().min(1_024).max(268_435_456).default(2_097_152),
     /**
      * Nesting of call arguments and of the return value (objects and arrays); deeper ones are refused in the sandbox
      * (`invalid_arguments` for a call, `sandbox_output` for the result), since parsers and schema checks recurse.

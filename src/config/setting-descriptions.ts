@@ -41,6 +41,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "The OpenAI-compatible chat-completions proxy (forwards to upstreamLlmUrl).",
   "chat.anthropicUpstreamKey":
     "Sent to the Anthropic upstream as `x-api-key` instead of the caller's key (env UPSTREAM_ANTHROPIC_KEY).",
+  "chat.conversationTtlMs":
+    "With Redis: how long a conversation's stored turns (forwarded tools, ranked tools for feedback) live after their last use. A conversation picked up again later is ranked afresh. 24 h: a chat left overnight keeps its tools.",
   "chat.failOpen":
     "When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing.",
   "chat.k":
@@ -60,7 +62,7 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
   "chat.searchTopK":
     "Tools one search-tool call adds at most (the model may ask for fewer with top_k).",
   "chat.stickyConversations":
-    "Conversations whose forwarded tools are remembered, so later turns keep them (least recently used first out).",
+    "Conversations whose forwarded tools are remembered, so later turns keep them (least recently used first out). With Redis they are shared by every instance and bounded by conversationTtlMs instead; 0 turns stickiness off either way.",
   "chat.timeoutMs":
     "Longest wait for the upstream's response head (for a non-streaming request: the whole completion), then between two streamed chunks. 600 s is the OpenAI SDKs' own default, so the proxy never gives up before its caller would.",
   "chat.toolIndexCacheSize":
@@ -147,6 +149,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Sandbox threads kept warm between executions (each execution still gets a fresh engine).",
   "mcp.sandbox.maxCallBytes":
     "Arguments of one call from code (bytes of JSON).",
+  "mcp.sandbox.maxCallBytesInFlight":
+    "Arguments of calls from code that the service handles at once, all executions together (bytes of JSON); further calls wait their turn, and each starts on its own turn of the event loop. Large calls from many executions at once are spread out instead of holding up /health and every other caller; small calls pass as before.",
   "mcp.sandbox.maxCalls":
     "call_tool and search_tools calls one execution may make.",
   "mcp.sandbox.maxCodeBytes":
@@ -162,7 +166,7 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
   "mcp.sandbox.maxOutputBytes":
     "Largest JSON return value (bytes); a larger one ends the execution with `sandbox_output`.",
   "mcp.sandbox.maxPendingCalls":
-    "Calls from one execution out to the service at once; more wait in the sandbox thread (bounded by memoryMb of their arguments) until one finishes. Promise.all over many calls works; a flood never reaches the service.",
+    "Calls from one execution out to the service at once; more wait in the sandbox thread (up to 8 MB of their arguments; past that a call is refused with `sandbox_calls`) until one finishes. Promise.all over many calls works; a flood never reaches the service.",
   "mcp.sandbox.maxTotalCallBytes":
     "Arguments of all calls of one execution together (bytes of JSON): the work code can hand the service is bounded, not only each call's; past it calls are refused (`payload_too_large`) in the sandbox.",
   "mcp.sandbox.memoryMb":

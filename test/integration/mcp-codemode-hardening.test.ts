@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey } from '../helpers/keys.js';
 import { stdioFixtureServer, textOf } from '../helpers/mcp.js';
@@ -50,6 +51,10 @@ describe('code mode hardening over /mcp', () => {
     global.gc?.();
     const idle = process.memoryUsage().rss;
     const flood = `const s = 'p'.repeat(900000); for (;;) { call_tool('files__echo', {text: s}).catch(() => {}); }`;
+    // The event loop's own delay tells a blocked main thread apart from a starved process when /health is slow.
+    const loop = monitorEventLoopDelay({ resolution: 10 });
+    loop.enable();
+    const cpu = process.threadCpuUsage();
     const runs = [execute(one, flood), execute(one, flood), execute(two, flood), execute(two, flood)];
     let finished = false;
     void Promise.allSettled(runs).then(() => (finished = true));
@@ -66,9 +71,11 @@ describe('code mode hardening over /mcp', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const answers = await Promise.all(runs);
+    loop.disable();
+    const used = process.threadCpuUsage(cpu);
     assert.ok(delays.length >= 3, `${delays.length} health checks`);
     const grown = (peak - idle) / 1_048_576;
-    const seen = `RSS +${Math.round(grown)} MB over idle ${Math.round(idle / 1_048_576)} MB; /health delays ${delays.map(Math.round).join(' ')} ms; ${answers.map((answer) => answer.error?.slice(0, 40)).join(' | ')}`;
+    const seen = `RSS +${Math.round(grown)} MB over idle ${Math.round(idle / 1_048_576)} MB; /health delays ${delays.map(Math.round).join(' ')} ms; event loop delay p99 ${Math.round(loop.percentile(99) / 1e6)} ms, max ${Math.round(loop.max / 1e6)} ms; main thread CPU ${Math.round((used.user + used.system) / 1_000)} ms; ${answers.map((answer) => answer.error?.slice(0, 40)).join(' | ')}`;
     assert.ok(grown < 300, seen);
     assert.ok(Math.max(...delays) < 1_000, seen);
     for (const answer of answers) {

@@ -84,6 +84,76 @@ describe('code mode: call floods end in the sandbox thread', () => {
   });
 });
 
+describe('code mode: the service handles calls from all executions within maxCallBytesInFlight', () => {
+  it('two executions sending 3 KB calls at once: never more than the budget of arguments in the service at a time, and every call answered', async () => {
+    const gated = new Sandbox(sandboxSettingsSchema.parse({ timeoutMs: 8_000, maxCallBytesInFlight: 8_192, maxPendingCalls: 4, idleThreads: 2 }));
+    const inService = { bytes: 0, most: 0 };
+    const host: ToolHost = {
+      async call(_name, args) {
+        const bytes = JSON.stringify(args).length;
+        inService.bytes += bytes;
+        inService.most = Math.max(inService.most, inService.bytes);
+        try {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          return 'ok';
+        } finally {
+          inService.bytes -= bytes;
+        }
+      },
+      async search() {
+        return [];
+      },
+    };
+    try {
+      const code = `const all = await Promise.all(Array.from({length: 8}, (_, i) => call_tool('t', {i, pad: 'p'.repeat(3000)}))); return all.length;`;
+      const [a, b] = await Promise.all([gated.run(code, host, { owner: 'a' }), gated.run(code, host, { owner: 'b' })]);
+      assert.deepEqual([a.ok && a.value, b.ok && b.value], [8, 8], JSON.stringify([a, b]).slice(0, 300));
+      // Four calls of each execution are out of its thread at once (eight in all): the service takes them two at a time.
+      assert.ok(inService.most <= 8_192, `${inService.most} bytes of arguments in the service at once`);
+    } finally {
+      await gated.close();
+    }
+  });
+
+  it('a call stuck on a slow upstream gives its share back after a second: another execution\'s call is not held up until it ends', async () => {
+    const gated = new Sandbox(sandboxSettingsSchema.parse({ timeoutMs: 15_000, maxCallBytesInFlight: 1_024, idleThreads: 0 }));
+    const host: ToolHost = {
+      async call(name) {
+        if (name === 'slow') await new Promise((resolve) => setTimeout(resolve, 6_000));
+        return name;
+      },
+      async search() {
+        return [];
+      },
+    };
+    try {
+      const slow = gated.run(`return await call_tool('slow', {pad: 'p'.repeat(900)});`, host, { owner: 'a' });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const started = performance.now();
+      const fast = await gated.run(`return await call_tool('fast', {pad: 'p'.repeat(900)});`, host, { owner: 'b' });
+      const waited = performance.now() - started;
+      assert.ok(fast.ok && fast.value === 'fast', JSON.stringify(fast).slice(0, 300));
+      assert.ok(waited < 4_000, `the second call waited ${Math.round(waited)} ms behind the slow one`);
+      assert.ok((await slow).ok);
+    } finally {
+      await gated.close();
+    }
+  });
+
+  it('calls still waiting when their execution ends are dropped, not sent to the service', async () => {
+    const gated = new Sandbox(sandboxSettingsSchema.parse({ timeoutMs: 8_000, maxCallBytesInFlight: 1_024, maxPendingCalls: 4, idleThreads: 0 }));
+    const { host, seen } = countingHost(50);
+    try {
+      const execution = await gated.run(`for (let i = 0; i < 4; i++) call_tool('t', {pad: 'p'.repeat(900)}).catch(() => {}); return 'left';`, host, { owner: 'a' });
+      assert.ok(execution.ok && execution.value === 'left', JSON.stringify(execution).slice(0, 300));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.ok(seen.calls <= 1, `${seen.calls} calls of an ended execution reached the service`);
+    } finally {
+      await gated.close();
+    }
+  });
+});
+
 describe('code mode: results and errors bounded, named', () => {
   it('a return value nested 6,000 deep is sandbox_output, not a stack overflow on the service', async () => {
     const { host } = countingHost();
