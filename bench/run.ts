@@ -463,8 +463,8 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-/** Runs a TypeScript entry in a new Node process; resolves with the last line it printed. */
-function runNode(args: string[], nodeFlags: string[] = []): Promise<string> {
+/** Runs a TypeScript entry in a new Node process; resolves with the last line it printed (`whole`: all it printed). */
+function runNode(args: string[], nodeFlags: string[] = [], whole = false): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -472,7 +472,7 @@ function runNode(args: string[], nodeFlags: string[] = []): Promise<string> {
     child.on('error', reject);
     child.on('exit', (code) => {
       if (code !== 0) return reject(new Error(`${path.basename(args[0]!)} exited with ${code}`));
-      resolve(out.trim().split('\n').pop() ?? '');
+      resolve(whole ? out.trim() : (out.trim().split('\n').pop() ?? ''));
     });
   });
 }
@@ -517,7 +517,13 @@ async function main(): Promise<void> {
     results.push(result);
   }
   const command = ['npm run bench', ...(process.argv.slice(2).length ? ['--', ...process.argv.slice(2)] : [])].join(' ');
-  const section = report(results, command, (performance.now() - started) / 1000, [loadAtStart, os.loadavg()[0]!]);
+  let section = report(results, command, (performance.now() - started) / 1000, [loadAtStart, os.loadavg()[0]!]);
+  // What a shared conversation store adds to a proxied turn (issue 47): needs a Redis (REDIS_URL, default local).
+  if (!process.argv.includes('--no-redis')) {
+    process.stderr.write('bench: conversation store, memory against Redis…\n');
+    const store = await runNode([path.join(ROOT, 'bench/conversation-store.ts'), quick ? '100' : '300'], [], true).catch((error: unknown) => `not measured: ${(error as Error).message} (is Redis running? --no-redis skips this)`);
+    section += `\n\n### Conversations in Redis (\`bench/conversation-store.ts\`)\n\n${store}\n`;
+  }
   process.stdout.write(`${section}\n`);
   if (!process.argv.includes('--no-write') && !quick) writeBenchmarks(section);
   else process.stderr.write('bench: BENCHMARKS.md not written (--quick or --no-write)\n');
