@@ -53,3 +53,48 @@ export async function readJsonRpc(response: Response): Promise<any> {
     .find((line) => line.length > 0);
   return JSON.parse(data ?? 'null');
 }
+
+/** What one hand-spoken request of the stateless 2026-07-28 revision carries beside its method and params. */
+export interface ModernRequestOptions {
+  /** The JSON-RPC id. */
+  id: number;
+  /** The client capabilities the request declares (`_meta`). @defaultValue {} */
+  capabilities?: Record<string, unknown>;
+  /** An API key, sent as a bearer token. */
+  key?: string;
+  /** clientInfo.name. @defaultValue 'by-hand' */
+  client?: string;
+}
+
+/**
+ * One JSON-RPC request of the stateless 2026-07-28 revision, spoken by hand as the specification writes it (the
+ * `_meta` envelope, `Mcp-Method` and `Mcp-Name` headers), for what no SDK client speaks yet (the tasks extension).
+ */
+export async function modernRpc(url: string, method: string, params: Record<string, unknown>, options: ModernRequestOptions): Promise<any> {
+  const name = typeof params.taskId === 'string' ? params.taskId : typeof params.name === 'string' ? params.name : undefined;
+  const response = await fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...(options.key === undefined ? {} : { authorization: `Bearer ${options.key}` }),
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...(name === undefined ? {} : { 'mcp-name': name }),
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: options.id,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: options.client ?? 'by-hand', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? {},
+        },
+      },
+    }),
+  });
+  return readJsonRpc(response);
+}

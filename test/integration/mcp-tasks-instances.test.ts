@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Redis } from 'ioredis';
-import { readJsonRpc, textOf, waitFor } from '../helpers/mcp.js';
+import { modernRpc, textOf, waitFor } from '../helpers/mcp.js';
 import { startRoundRobin } from '../helpers/balancer.js';
 import { CliProcess } from '../helpers/ops-processes.js';
 import { REPO_ROOT } from '../helpers/paths.js';
@@ -29,31 +29,7 @@ describe('tasks and rounds across API instances (Redis)', () => {
 
   /** One JSON-RPC request on the stateless revision to one instance, its client capabilities declared. */
   async function rpc(url: string, method: string, params: Record<string, unknown>, capabilities: Record<string, unknown> = WITH_TASKS): Promise<any> {
-    const name = typeof params.taskId === 'string' ? params.taskId : typeof params.name === 'string' ? params.name : undefined;
-    const response = await fetch(`${url}/mcp`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': MODERN,
-        'mcp-method': method,
-        ...(name === undefined ? {} : { 'mcp-name': name }),
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: id++,
-        method,
-        params: {
-          ...params,
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': MODERN,
-            'io.modelcontextprotocol/clientInfo': { name: 'instances-by-hand', version: '1' },
-            'io.modelcontextprotocol/clientCapabilities': capabilities,
-          },
-        },
-      }),
-    });
-    return readJsonRpc(response);
+    return modernRpc(url, method, params, { id: id++, capabilities, client: 'instances-by-hand' });
   }
   const taskOn = async (url: string, taskId: string) => (await rpc(url, 'tasks/get', { taskId })).result;
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { ADMIN_KEY, generateKey } from '../helpers/keys.js';
-import { readJsonRpc, waitFor } from '../helpers/mcp.js';
+import { modernRpc, waitFor } from '../helpers/mcp.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
@@ -26,32 +26,7 @@ describe('tasks extension on 2026-07-28: server-directed tasks, tasks/get, tasks
 
   /** One JSON-RPC request on the stateless revision; `capabilities` is the request's declared client capabilities. */
   async function rpc(key: string, method: string, params: Record<string, unknown>, capabilities: Record<string, unknown>): Promise<any> {
-    const name = typeof params.taskId === 'string' ? params.taskId : typeof params.name === 'string' ? params.name : undefined;
-    const response = await fetch(`${api.url}/mcp`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        authorization: `Bearer ${key}`,
-        'mcp-protocol-version': MODERN,
-        'mcp-method': method,
-        ...(name === undefined ? {} : { 'mcp-name': name }),
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: id++,
-        method,
-        params: {
-          ...params,
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': MODERN,
-            'io.modelcontextprotocol/clientInfo': { name: 'tasks-by-hand', version: '1' },
-            'io.modelcontextprotocol/clientCapabilities': capabilities,
-          },
-        },
-      }),
-    });
-    return readJsonRpc(response);
+    return modernRpc(api.url, method, params, { id: id++, key, capabilities, client: 'tasks-by-hand' });
   }
 
   const WITH_TASKS = { extensions: { [TASKS]: {} }, elicitation: { form: {} } };
