@@ -11,7 +11,7 @@ import type { SearchConfig } from '../search/settings.js';
 import type { RedisBus } from '../redis/bus.js';
 import { McpGateway } from './gateway/gateway.js';
 import { OAuthManager } from './upstream/oauth/manager.js';
-import { oauthRoutes } from './upstream/oauth/routes.js';
+import { oauthRoutes, type ConnectAuth } from './upstream/oauth/routes.js';
 import { mcpHttpFace, type McpHttpFace } from './server/http.js';
 import { StartupGate } from './gateway/startup.js';
 import type { McpSettings } from './settings.js';
@@ -65,6 +65,8 @@ export function createMcpFaces(deps: {
   stateDir?: string;
   /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
   countRequest?: (access: Access) => Promise<void>;
+  /** For the OAuth connect page (routes.ts): the browser shows the credential that started an authorization. */
+  auth: ConnectAuth;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -150,7 +152,7 @@ export function createMcpFaces(deps: {
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams, imported.skipped), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams, imported.skipped), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, deps.auth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
