@@ -128,10 +128,10 @@ export function oauthRoutes(
     try {
       // A form posted from another site (Origin names it) is not this page's: refusing it keeps a page elsewhere from
       // making this browser pass with the attacker's key (and so link the victim's upstream account to the attacker).
+      // Host against Host, as the loopback Origin check does (src/http/host-check.ts): behind a TLS-terminating proxy the
+      // scheme seen here is not the browser's.
       const origin = req.get('origin');
-      if (origin !== undefined && origin !== 'null' && origin !== `${req.protocol}://${req.get('host') ?? ''}`) {
-        throw new OAuthRequestError('forbidden', 'this form was posted from another site');
-      }
+      if (origin !== undefined && hostOf(origin) !== req.get('host')) throw new OAuthRequestError('forbidden', 'this form was posted from another site');
       if (auth.open) return pass(res, await oauth.connect(flowId, undefined));
       const secret = typeof req.body?.key === 'string' ? (req.body.key as string).trim() : '';
       if (secret === '' || secret.length > MAX_CREDENTIAL_CHARS) throw new UnauthorizedError('enter the API key (or access token) you called toolrouter with', 'missing');
@@ -165,6 +165,7 @@ function pageHeaders(res: Response): void {
   res.setHeader('Referrer-Policy', 'no-referrer');
 }
 
+/** A URL's host (and port); `null` and other non-URLs are their own text, which matches no Host. */
 function hostOf(url: string): string {
   try {
     return new URL(url).host;
