@@ -227,7 +227,7 @@ describe('per-user upstream grants', () => {
     try {
       const result = await modern.callTool({ name: 'gh__whoami', arguments: {} });
       assert.equal(asked.length, 1, JSON.stringify(result));
-      assert.ok(asked[0]!.startsWith(`${base}/oauth/connect/`), asked[0]);
+      assert.ok(asked[0]!.startsWith(`${base}/oauth/connect/`), asked[0]!);
       assert.equal(result.isError, true);
       assert.match(JSON.stringify(result.content), /not authorized yet/);
     } finally {
