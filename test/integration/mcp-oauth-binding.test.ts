@@ -154,4 +154,16 @@ describe('authorization links are bound to whoever started them', () => {
     assert.equal(asUser.status, 403, 'only the admin completes the shared grant\'s authorization');
     assert.equal(userOf(await whoami(ADMIN_KEY)), 'admin');
   });
+
+  test('a service\'s assert_user key completes the flow it started for one of its users; another key cannot', async () => {
+    const service = await generateKey(base, { assert_user: true });
+    const asCarol = (key: string) => call(base, 'POST', '/mcp-rest/tools/call', { key, headers: { 'x-toolrouter-user': 'carol' }, body: { name: 'gh__whoami', arguments: {} } });
+    const asked = await asCarol(service.key);
+    assert.equal(asked.body.error?.code, 'url_elicitation_required', JSON.stringify(asked.body));
+    const link = asked.body.error.authorization_url as string;
+    assert.equal((await postKey(link, bob.key)).status, 403, 'bob\'s key is not the service that started it');
+    const { page } = await upstream.approve(link, 'carol', { key: service.key });
+    assert.ok(page.includes('&#34;user:carol&#34;'), page);
+    assert.equal(userOf(await asCarol(service.key)), 'carol');
+  });
 });
