@@ -124,7 +124,7 @@ describe('authorization links are bound to whoever started them', () => {
     const { page } = await upstream.approve(link, 'bob', { key: bob.key });
     assert.match(page, /now act as your account/);
     assert.ok(page.includes(`&#34;key:${bob.key_id}&#34;`), `the page names the subject linked: ${page}`);
-    assert.ok(page.includes(`&#34;gh&#34; (${new URL(upstream.url).host})`), `the page names the upstream: ${page}`);
+    assert.ok(page.includes(`&#34;gh&#34; (${new URL(upstream.url).host}), account &#34;bob&#34; there`), `the page names the upstream and the account approved there: ${page}`);
     assert.equal(userOf(await whoami(bob.key)), 'bob');
     assert.equal((await whoami(alice.key)).body.error?.code, 'url_elicitation_required', 'alice has no grant from any of this');
 

@@ -304,21 +304,18 @@ export class OAuthManager implements UserGrants {
 
 /**
  * The upstream account a token answer names, for the callback page only (never for a decision): an OpenID `id_token`'s
- * preferred_username, email or sub (its payload read, not verified: the page shows what the server said), or a
- * top-level user/login/email/account field some servers add.
+ * preferred_username, email or sub. Its payload is read, not verified: the page shows what the server said, and the SDK
+ * keeps no other field of the answer that could name the account.
  */
-function accountOf(tokens: object | undefined): string | undefined {
-  if (!tokens) return undefined;
-  const fields = tokens as Record<string, unknown>;
-  const claims: Record<string, unknown> = {};
-  if (typeof fields.id_token === 'string') {
-    try {
-      Object.assign(claims, JSON.parse(Buffer.from(fields.id_token.split('.')[1] ?? '', 'base64url').toString('utf8')) as object);
-    } catch {
-      // Not a readable JWT: nothing to name from it.
-    }
+function accountOf(tokens: { id_token?: string } | undefined): string | undefined {
+  if (typeof tokens?.id_token !== 'string') return undefined;
+  let claims: Record<string, unknown>;
+  try {
+    claims = JSON.parse(Buffer.from(tokens.id_token.split('.')[1] ?? '', 'base64url').toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return undefined;
   }
-  for (const value of [claims.preferred_username, claims.email, claims.sub, fields.user, fields.login, fields.email, fields.account]) {
+  for (const value of [claims.preferred_username, claims.email, claims.sub]) {
     if (typeof value === 'string' && value !== '') return value.slice(0, 200);
   }
   return undefined;
