@@ -158,11 +158,16 @@ export function oauthRoutes(
   return router;
 }
 
-/** Every page here: never cached, nothing but inline style, forms posting only to this service, no framing. */
+/**
+ * Every page here: never cached, nothing but inline style, no framing. No `form-action`: browsers apply it to the
+ * redirect after the form too, which goes to the authorization server.
+ */
 function pageHeaders(res: Response): void {
   res.setHeader('Cache-Control', 'no-store');
-  res.setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'");
-  res.setHeader('Referrer-Policy', 'no-referrer');
+  res.setHeader('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'");
+  // same-origin, not no-referrer: under no-referrer browsers post the form with `Origin: null`, which the Origin checks
+  // (here and src/http/host-check.ts) refuse; the authorization server still gets no Referer naming the flow's link.
+  res.setHeader('Referrer-Policy', 'same-origin');
 }
 
 /** A URL's host (and port); `null` and other non-URLs are their own text, which matches no Host. */
