@@ -56,10 +56,11 @@ const DEFAULT_JSON_DEPTH = 64;
 
 /**
  * Reachable without a key: probes, the console's static page (its API calls carry the key), the browser's return
- * from an upstream's authorization server (guarded by its single-use `state`) and the client metadata document that
+ * from an upstream's authorization server (guarded by its single-use `state` and the flow's binding cookie), the
+ * connect page before it (which checks the starter's key itself, from a form) and the client metadata document that
  * authorization servers fetch (src/mcp/upstream/oauth/routes.ts).
  */
-const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/favicon.ico', '/oauth/callback', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
+const PUBLIC_PATHS = ['/health', '/ready', '/console', '/console/', '/favicon.ico', '/oauth/callback', '/oauth/connect/', '/oauth/client-metadata.json', PROTECTED_RESOURCE_PATH, `${PROTECTED_RESOURCE_PATH}/`];
 
 export function createApp(options: AppOptions): Express {
   const app = express();

@@ -14,7 +14,7 @@ import type { SessionStore } from '../state/sessions.js';
 import { McpGateway } from './gateway/gateway.js';
 import type { GatewayTasksState } from './relay/tasks.js';
 import { OAuthManager } from './upstream/oauth/manager.js';
-import { oauthRoutes } from './upstream/oauth/routes.js';
+import { oauthRoutes, type ConnectAuth } from './upstream/oauth/routes.js';
 import { mcpHttpFace, type McpHttpFace } from './server/http.js';
 import { StartupGate } from './gateway/startup.js';
 import type { McpSettings } from './settings.js';
@@ -74,6 +74,8 @@ export function createMcpFaces(deps: {
   searches?: SearchStore;
   /** Where tasks and rounds are kept and how instances reach each other (Redis when scaled out); absent: this process. */
   tasksState?: GatewayTasksState;
+  /** For the OAuth connect page (routes.ts): the browser shows the credential that started an authorization. */
+  auth: ConnectAuth;
 }): McpFaces {
   const { config, catalog, search, log } = deps;
   const mcp = config.mcp;
@@ -161,7 +163,7 @@ export function createMcpFaces(deps: {
     imported,
     gateway,
     http,
-    routers: [http.router, mcpRestRoutes(gateway, upstreams, imported.skipped), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
+    routers: [http.router, mcpRestRoutes(gateway, upstreams, imported.skipped), mcpServerRoutes({ upstreams, catalog, store: runtime, runtimeStdio: mcp.runtimeStdio }), oauthRoutes(oauth, deps.auth, connectAuthorized, (server, subject) => void upstreams.dropUser(server, subject))],
     close: async () => {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/log.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
-import { startOAuthFixture, type OAuthFixture } from '../fixtures/mcp/oauth-server.js';
+import { passConnectPage, startOAuthFixture, type OAuthFixture } from '../fixtures/mcp/oauth-server.js';
 import { ADMIN_KEY, call, generateKey, mcpClientWithKey, type Reply } from '../helpers/keys.js';
 import { waitFor } from '../helpers/mcp.js';
 import { REDIS_URL } from '../helpers/processes.js';
@@ -88,19 +88,25 @@ async function untilState(evidence: Evidence, instance: Instance, name: string, 
 }
 
 /**
- * The admin's Connect: authorize, then the browser: open the authorization URL (the fixture approves at once and
- * redirects), follow the redirect to toolrouter's /oauth/callback. Returns the authorization URL and the callback page.
+ * The admin's Connect: authorize, then the browser: open toolrouter's connect link and pass its page with the admin
+ * key, open the authorization URL it sends the browser on to (the fixture approves at once and redirects), follow the
+ * redirect to toolrouter's /oauth/callback with the cookie the connect page set. Returns the authorization URL and the
+ * callback page.
  */
 async function connect(evidence: Evidence, instance: Instance, name: string): Promise<{ authorizationUrl: URL; callback: Response; page: string }> {
   const reply = await evidence.call(instance.url, 'POST', `/v1/mcp/servers/${name}/authorize`, { key: ADMIN_KEY });
   assert.equal(reply.status, 200, JSON.stringify(reply.body));
-  const authorizationUrl = new URL(reply.body.authorization_url as string);
+  const link = reply.body.authorization_url as string;
+  assert.ok(link.startsWith(`${instance.url}/oauth/connect/`), `toolrouter's connect link, not the upstream's URL: ${link}`);
+  const passed = await passConnectPage(link, ADMIN_KEY);
+  assert.ok(passed.cookie, 'the connect page sets the flow\'s cookie');
+  const authorizationUrl = new URL(passed.authorizationUrl);
   const approval = await fetch(authorizationUrl, { redirect: 'manual' });
   assert.equal(approval.status, 302, 'the authorization server approves and redirects');
   const location = approval.headers.get('location')!;
   assert.ok(location.startsWith(`${instance.url}/oauth/callback?`), location);
-  // The browser carries no toolrouter key.
-  const callback = await fetch(location);
+  // The browser carries no toolrouter key: only the cookie the connect page set for this flow.
+  const callback = await fetch(location, { headers: { cookie: passed.cookie! } });
   const page = await callback.text();
   evidence.responses.push(page);
   return { authorizationUrl, callback, page };

@@ -25,7 +25,7 @@ describe('per-user grants on a Redis Cluster', () => {
 
   const admin = (method: string, route: string) => call(base, method, route, { key: ADMIN_KEY });
   const whoami = (key: string) => call(base, 'POST', '/mcp-rest/tools/call', { key, body: { name: 'gh__whoami', arguments: {} } });
-  const approve = (authorizationUrl: string, user: string) => upstream.approve(authorizationUrl, user);
+  const approve = (link: string, user: string, key: string) => upstream.approve(link, user, { key });
   const subjects = async () => {
     const seen = new Set<string>();
     for (let attempt = 0; attempt < 6; attempt++) {
@@ -65,14 +65,14 @@ describe('per-user grants on a Redis Cluster', () => {
 
   test('two keys\' grants are listed on every request, and one revoked leaves the other', async () => {
     const granted = await admin('POST', '/v1/mcp/servers/gh/authorize');
-    await approve(granted.body.authorization_url, 'admin');
+    await approve(granted.body.authorization_url, 'admin', ADMIN_KEY);
     await waitFor('gh connected', async () => (await admin('GET', '/v1/mcp/servers')).body.servers[0].state === 'connected', 15_000);
     const first = await generateKey(base, {});
     const second = await generateKey(base, {});
     for (const [made, user] of [[first, 'alice'], [second, 'bob']] as const) {
       const asked = await whoami(made.key);
       assert.equal(asked.body.error?.code, 'url_elicitation_required', JSON.stringify(asked.body));
-      await approve(asked.body.error.authorization_url, user);
+      await approve(asked.body.error.authorization_url, user, made.key);
       assert.equal(JSON.parse((await whoami(made.key)).body.content[0].text).user, user);
     }
     const both = [`key:${first.key_id}`, `key:${second.key_id}`].sort();

@@ -46,13 +46,13 @@ describe('per-user upstream connections relay elicitation and logging to the cal
   let bob: string;
   const people: Person[] = [];
 
-  const approve = (authorizationUrl: string, user: string) => upstream.approve(authorizationUrl, user);
+  const approve = (link: string, user: string, key: string) => upstream.approve(link, user, { key });
 
   /** A user authorizes the upstream for themselves (the REST route hands out their authorization URL). */
   const authorize = async (token: string, user: string) => {
     const asked = await call(base, 'POST', '/mcp-rest/tools/call', { key: token, body: { name: 'gh__whoami', arguments: {} } });
     assert.equal(asked.body.error?.code, 'url_elicitation_required', JSON.stringify(asked.body));
-    await approve(asked.body.error.authorization_url, user);
+    await approve(asked.body.error.authorization_url, user, token);
   };
 
   /** A 1.x SDK client on /mcp, signed in with `token`, that answers form elicitation with `name`. */
@@ -92,7 +92,7 @@ describe('per-user upstream connections relay elicitation and logging to the cal
     bob = await idp.mint({ sub: 'bob', aud: `${base}/mcp` }, { expiresInSeconds: 3_600 });
     const admin = await call(base, 'POST', '/v1/mcp/servers/gh/authorize', { key: ADMIN_KEY });
     assert.equal(admin.status, 200, JSON.stringify(admin.body));
-    await approve(admin.body.authorization_url, 'admin');
+    await approve(admin.body.authorization_url, 'admin', ADMIN_KEY);
     await waitFor('gh connected', async () => (await call(base, 'GET', '/v1/mcp/servers', { key: ADMIN_KEY })).body.servers[0].state === 'connected', 15_000);
     await authorize(alice, 'alice');
     await authorize(bob, 'bob');

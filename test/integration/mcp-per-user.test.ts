@@ -48,9 +48,13 @@ describe('per-user upstream grants', () => {
   const userOf = (reply: Reply) => JSON.parse(reply.body.content[0].text).user as string;
   const pick = ({ user, tenant }: { user?: string; tenant?: string }) => ({ user, ...(tenant ? { tenant } : {}) });
 
-  /** The user's browser: signed in at the upstream's authorization server as `user`, approving and coming back to toolrouter. */
-  const approve = async (authorizationUrl: string, user: string) => {
-    const { callback, page } = await upstream.approve(authorizationUrl, user);
+  /**
+   * The user's browser: passes toolrouter's connect page with `key` (the credential that started the flow), is signed in
+   * at the upstream's authorization server as `user`, approves and comes back to toolrouter.
+   */
+  const approve = async (link: string, user: string, key: string) => {
+    assert.ok(link.startsWith(`${base}/oauth/connect/`), link);
+    const { callback, page } = await upstream.approve(link, user, { key });
     assert.ok(callback.startsWith(`${base}/oauth/callback?`), callback);
     responses.push(page);
     return page;
@@ -92,7 +96,7 @@ describe('per-user upstream grants', () => {
   test('the admin\'s grant lists the tools, and the admin\'s calls act as the admin', async () => {
     const reply = await record('POST', '/v1/mcp/servers/gh/authorize', { key: ADMIN_KEY });
     assert.equal(reply.status, 200, JSON.stringify(reply.body));
-    await approve(reply.body.authorization_url, 'admin');
+    await approve(reply.body.authorization_url, 'admin', ADMIN_KEY);
     await waitFor('gh connected', async () => (await record('GET', '/v1/mcp/servers', { key: ADMIN_KEY })).body.servers[0].state === 'connected', 15_000);
     const listed = await record('GET', '/mcp-rest/tools/list', { key: alice });
     assert.deepEqual((listed.body.tools as any[]).map((tool) => tool.name).sort(), ['gh__list_repos', 'gh__whoami']);
@@ -113,20 +117,20 @@ describe('per-user upstream grants', () => {
       assert.equal(elicitations.length, 1);
       assert.equal(elicitations[0]!.mode, 'url');
       assert.ok(elicitations[0]!.elicitationId);
-      assert.equal(new URL(elicitations[0]!.url).origin + '/', upstream.issuer);
+      assert.ok(elicitations[0]!.url.startsWith(`${base}/oauth/connect/`), 'toolrouter\'s connect link, not the upstream\'s URL');
     } finally {
       await client.close();
     }
     const rest = await whoami(alice);
     assert.equal(rest.status, 403, JSON.stringify(rest.body));
     assert.equal(rest.body.error.code, 'url_elicitation_required');
-    assert.equal(new URL(rest.body.error.authorization_url).origin + '/', upstream.issuer);
+    assert.ok(rest.body.error.authorization_url.startsWith(`${base}/oauth/connect/`), rest.body.error.authorization_url);
     assert.equal(upstream.counts().mcpRequests, before, 'no request went upstream for alice');
   });
 
   test('after alice authorizes, her calls act as her; bob is sent his own URL, never alice\'s token', async () => {
     const asked = await whoami(alice);
-    const page = await approve(asked.body.error.authorization_url, 'alice');
+    const page = await approve(asked.body.error.authorization_url, 'alice', alice);
     assert.match(page, /now act as your account/);
     const mine = await whoami(alice);
     assert.equal(mine.status, 200, JSON.stringify(mine.body));
@@ -135,7 +139,7 @@ describe('per-user upstream grants', () => {
     const bobs = await whoami(bob);
     assert.equal(bobs.status, 403, JSON.stringify(bobs.body));
     assert.equal(bobs.body.error.code, 'url_elicitation_required');
-    await approve(bobs.body.error.authorization_url, 'bob');
+    await approve(bobs.body.error.authorization_url, 'bob', bob);
     assert.equal(userOf(await whoami(bob)), 'bob');
     assert.equal(userOf(await whoami(alice)), 'alice', 'alice still acts as alice');
     assert.equal(userOf(await whoami(ADMIN_KEY)), 'admin', 'the admin still acts as the admin');
@@ -223,7 +227,7 @@ describe('per-user upstream grants', () => {
     try {
       const result = await modern.callTool({ name: 'gh__whoami', arguments: {} });
       assert.equal(asked.length, 1, JSON.stringify(result));
-      assert.equal(new URL(asked[0]!).origin + '/', upstream.issuer);
+      assert.ok(asked[0]!.startsWith(`${base}/oauth/connect/`), asked[0]!);
       assert.equal(result.isError, true);
       assert.match(JSON.stringify(result.content), /not authorized yet/);
     } finally {

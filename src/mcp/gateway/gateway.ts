@@ -437,6 +437,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
             onProgress: options.onProgress,
             meta,
             subject: access.subject,
+            ...(access.key ? { keyId: access.key.keyId } : {}),
             ...(options.relay ? { relay: options.relay } : {}),
             ...(options.asTask ? { asTask: true } : {}),
           }),

@@ -76,7 +76,7 @@ export class UserConnections {
   ): Promise<CallToolResult> {
     const auth = this.options.grants.userAuth(this.server, subject);
     if (!auth) throw new UpstreamError('upstream_unavailable', `upstream MCP server "${this.server}" is not a per-user server`, 1, this.server);
-    if (!(await auth.hasGrant())) throw await this.elicitation(subject);
+    if (!(await auth.hasGrant())) throw await this.elicitation(subject, options.keyId);
     const entry = this.entryFor(subject, auth);
     entry.inFlight++;
     entry.lastUsed = Date.now();
@@ -86,7 +86,7 @@ export class UserConnections {
         client = await entry.client;
       } catch (error) {
         this.forget(subject, entry);
-        if (error instanceof UnauthorizedError || auth.needed()) throw await this.elicitation(subject);
+        if (error instanceof UnauthorizedError || auth.needed()) throw await this.elicitation(subject, options.keyId);
         throw new UpstreamError('upstream_unavailable', `upstream MCP server "${this.server}" could not be reached as this user: ${describeUpstreamError(error)}`, 1, this.server);
       }
       try {
@@ -96,7 +96,7 @@ export class UserConnections {
         // The grant stopped working under the call (refused and not renewable): the user authorizes again.
         if (error instanceof UnauthorizedError || auth.needed()) {
           this.forget(subject, entry);
-          throw await this.elicitation(subject);
+          throw await this.elicitation(subject, options.keyId);
         }
         throw callFailure(this.server, error, `"${upstreamName}"`, options, () => this.forget(subject, entry), describeUpstreamError);
       }
@@ -185,11 +185,11 @@ export class UserConnections {
     for (const [subject, entry] of this.entries) if (entry.inFlight === 0 && entry.lastUsed < cutoff) this.forget(subject, entry);
   }
 
-  /** The authorization URL for this subject, as the error the caller is answered with. */
-  private async elicitation(subject: string): Promise<UrlElicitationRequiredError> {
+  /** This subject's connect link (bound to them and the calling key, oauth/binding.ts), as the error the caller is answered with. */
+  private async elicitation(subject: string, keyId: string | undefined): Promise<UrlElicitationRequiredError> {
     const origin = currentRequestScope()?.origin;
     try {
-      const url = await this.options.grants.authorizeUser(this.server, subject, origin === undefined ? undefined : `${origin}${OAUTH_CALLBACK_PATH}`);
+      const url = await this.options.grants.authorizeUser(this.server, subject, origin === undefined ? undefined : `${origin}${OAUTH_CALLBACK_PATH}`, keyId);
       return new UrlElicitationRequiredError(this.server, url);
     } catch (error) {
       this.options.log.warn({ upstream: this.server, err: error }, 'could not start a per-user authorization');

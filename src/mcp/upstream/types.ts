@@ -139,6 +139,8 @@ export interface UpstreamCallOptions {
   meta?: Record<string, string>;
   /** The caller's client channel: what the upstream asks during the call reaches it (src/mcp/relay/). */
   relay?: RelayContext;
+  /** The calling key's id, when a key calls: a per-user authorization it starts is bound to it (oauth/binding.ts). */
+  keyId?: string;
   /** Whose grant a server with per-user OAuth uses (Access.subject); undefined: the server's shared grant. */
   subject?: string;
   /**

@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RedisBus } from '../../../redis/bus.js';
+import { bindingCookie, bindingMatches, connectUrl, cookieName, hashBinding, isStarter, isToken, randomToken, readCookie, type FlowStarter } from './binding.js';
 import { Sealer } from './crypto.js';
 import type { RevocationOutcome } from './revocation.js';
 import { OAuthRequestError, ServerOAuth } from './server-oauth.js';
 import type { OAuthSettings, UpstreamOAuthSettings } from './settings.js';
-import { MemoryOAuthStore, RedisOAuthStore, type OAuthStore } from './store.js';
+import { MemoryOAuthStore, RedisOAuthStore, type ConnectLink, type OAuthStore } from './store.js';
+import type { Access } from '../../../auth/access.js';
 import type { UpstreamAuth, UserGrants } from './types.js';
 
 export interface OAuthManagerOptions {
@@ -22,6 +24,15 @@ export interface OAuthManagerOptions {
 export interface CallbackResult {
   server: string;
   subject?: string;
+  /** The upstream server's address, and the account the authorization server named in its token answer, if it did. */
+  upstreamUrl: string;
+  account?: string;
+}
+
+/** What the connect page does once the browser proved it started the flow: set the cookie, go to the upstream. */
+export interface ConnectPass {
+  cookie: string;
+  authorizationUrl: string;
 }
 
 /** A per-user server's grant as the admin lists it: whose, since when, and why it stopped working if it did. */
@@ -128,12 +139,53 @@ export class OAuthManager implements UserGrants {
    * A subject's authorization URL for a per-user server: the browser step that gives their calls their own grant.
    * `callbackUrl`: mcp.oauth.callbackUrl wins; else the address the caller reached toolrouter at.
    */
-  async authorizeUser(server: string, subject: string, callbackUrl: string | undefined): Promise<string> {
+  async authorizeUser(server: string, subject: string, callbackUrl: string | undefined, keyId?: string): Promise<string> {
     const oauth = this.userAuth(server, subject);
     if (!oauth) throw new OAuthRequestError('not_found', `no upstream MCP server "${server}" with per-user OAuth (auth: {type: oauth, perUser: true}) is configured`);
     const callback = this.options.settings.callbackUrl ?? callbackUrl;
     if (!callback) throw new OAuthRequestError('conflict', 'per-user authorization needs mcp.oauth.callbackUrl (the browser\'s way back to toolrouter)');
-    return oauth.authorize(callback);
+    return this.startFlow(oauth, callback, { subject, ...(keyId !== undefined ? { keyId } : {}) });
+  }
+
+  /**
+   * Starts a flow and hands out toolrouter's connect link for it, never the authorization server's URL: the browser
+   * that opens the link must first show it is the starter (binding.ts), so a forwarded link cannot be completed by
+   * someone else's browser and account.
+   */
+  private async startFlow(oauth: ServerOAuth, callbackUrl: string, starter: FlowStarter): Promise<string> {
+    const binding = randomToken();
+    const { authorizationUrl, state, redirectUrl } = await oauth.authorize(callbackUrl, hashBinding(binding));
+    const flowId = randomToken();
+    const ttlMs = this.options.settings.pendingTtlMs;
+    const link: ConnectLink = { state, server: oauth.name, ...starter, authorizationUrl, binding, redirectUrl, expiresAt: Date.now() + ttlMs };
+    await this.store.putConnect(flowId, link, ttlMs);
+    return connectUrl(redirectUrl, flowId);
+  }
+
+  /** The connect page: which flow a link is, without using it (undefined: unknown, used or expired). */
+  async connectLink(flowId: string): Promise<Pick<ConnectLink, 'server' | 'subject'> | undefined> {
+    if (!isToken(flowId)) return undefined;
+    const link = await this.store.readConnect(flowId);
+    return link && { server: link.server, ...(link.subject !== undefined ? { subject: link.subject } : {}) };
+  }
+
+  /**
+   * The browser showed who it is (`access`; undefined on an open service, one local user): when that is the flow's
+   * starter, the link is used up and the browser gets the binding cookie and the authorization server's URL.
+   */
+  async connect(flowId: string, access: Access | undefined): Promise<ConnectPass> {
+    const unknown = new OAuthRequestError('not_found', 'unknown, used or expired authorization link: start again (POST /v1/mcp/servers/:name/authorize, or call the tool again)');
+    if (!isToken(flowId)) throw unknown;
+    const peek = await this.store.readConnect(flowId);
+    if (!peek) throw unknown;
+    if (access !== undefined && !isStarter(access, peek)) {
+      this.options.log.warn({ upstream: peek.server, perUser: peek.subject !== undefined }, 'an authorization link was opened with a credential that did not start it (a forwarded link?); refused');
+      throw new OAuthRequestError('forbidden', 'this credential did not start this authorization: only the key or user that started it can complete it (a forwarded link cannot be used)');
+    }
+    // Taken only now, and atomically: two browsers racing with the right key still make one pass.
+    const link = await this.store.takeConnect(flowId);
+    if (!link) throw unknown;
+    return { cookie: bindingCookie(link.state, link.binding, link.redirectUrl, Math.max(1_000, link.expiresAt - Date.now())), authorizationUrl: link.authorizationUrl };
   }
 
   /** The grants of a per-user server, subjects named (admin). */
@@ -208,17 +260,29 @@ export class OAuthManager implements UserGrants {
   }
 
   /** Admin: the authorization URL for the browser. `callbackUrl`: this service as the admin reached it + /oauth/callback. */
-  async authorize(server: string, callbackUrl: string): Promise<string> {
+  async authorize(server: string, callbackUrl: string, keyId?: string): Promise<string> {
     const oauth = this.servers.get(server);
     if (!oauth) throw new OAuthRequestError('not_found', `no upstream MCP server "${server}" with auth: oauth is configured`);
-    return oauth.authorize(callbackUrl);
+    return this.startFlow(oauth, callbackUrl, keyId !== undefined ? { keyId } : {});
   }
 
   /** The browser's return: `state` names the pending authorize; `code` (or `error`) is the authorization server's answer. */
-  async callback(query: { state?: string; code?: string; error?: string; error_description?: string; iss?: string }): Promise<CallbackResult> {
+  async callback(
+    query: { state?: string; code?: string; error?: string; error_description?: string; iss?: string },
+    cookieHeader: string | undefined,
+  ): Promise<CallbackResult> {
     if (!query.state) throw new OAuthRequestError('invalid_request', 'the callback has no state parameter');
     const pending = await this.store.takePending(query.state);
     if (!pending) throw new OAuthRequestError('invalid_request', 'unknown or expired authorization (state): start again with POST /v1/mcp/servers/:name/authorize');
+    // Taken (single use) before this check: a browser that did not pass the connect page spends the flow, it does not
+    // leave it for another try. Its starter starts again; nobody gets a grant from this browser's account.
+    if (!bindingMatches(readCookie(cookieHeader, cookieName(query.state)), pending.binding)) {
+      this.options.log.warn({ upstream: pending.server, perUser: pending.subject !== undefined }, 'an authorization came back in a browser that did not open its link (a forwarded link?); refused');
+      throw new OAuthRequestError(
+        'forbidden',
+        `this browser did not open the authorization link toolrouter handed out (…/oauth/connect/…), so it cannot complete the authorization of "${pending.server}": nothing was linked. The person who started it opens their link again (start over).`,
+      );
+    }
     const oauth = pending.subject === undefined ? this.servers.get(pending.server) : this.userAuth(pending.server, pending.subject);
     if (!oauth) throw new OAuthRequestError('not_found', `upstream MCP server "${pending.server}" is no longer configured with auth: oauth`);
     if (query.error) {
@@ -228,6 +292,31 @@ export class OAuthManager implements UserGrants {
     if (!query.code) throw new OAuthRequestError('invalid_request', 'the callback has neither code nor error');
     await oauth.complete(pending, query.code, query.iss);
     this.options.log.info({ upstream: pending.server, perUser: pending.subject !== undefined }, 'upstream OAuth server authorized');
-    return { server: pending.server, ...(pending.subject !== undefined ? { subject: pending.subject } : {}) };
+    const account = accountOf((await oauth.record().catch(() => undefined))?.tokens);
+    return {
+      server: pending.server,
+      upstreamUrl: pending.url,
+      ...(pending.subject !== undefined ? { subject: pending.subject } : {}),
+      ...(account !== undefined ? { account } : {}),
+    };
   }
+}
+
+/**
+ * The upstream account a token answer names, for the callback page only (never for a decision): an OpenID `id_token`'s
+ * preferred_username, email or sub. Its payload is read, not verified: the page shows what the server said, and the SDK
+ * keeps no other field of the answer that could name the account.
+ */
+function accountOf(tokens: { id_token?: string } | undefined): string | undefined {
+  if (typeof tokens?.id_token !== 'string') return undefined;
+  let claims: Record<string, unknown>;
+  try {
+    claims = JSON.parse(Buffer.from(tokens.id_token.split('.')[1] ?? '', 'base64url').toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  for (const value of [claims.preferred_username, claims.email, claims.sub]) {
+    if (typeof value === 'string' && value !== '') return value.slice(0, 200);
+  }
+  return undefined;
 }

@@ -44,12 +44,13 @@ export interface ServerOAuthOptions {
 
 /**
  * Thrown for an admin request that cannot be done (unknown state, a server that needs no browser step...): no such
- * server (404), not possible in its state (409), or a callback that is not a valid answer (400).
+ * server (404), not possible in its state (409), a callback that is not a valid answer (400), or a browser that is not
+ * the flow's starter (403, src/mcp/upstream/oauth/binding.ts).
  */
 export class OAuthRequestError extends ToolrouterError {
   override readonly name = 'OAuthRequestError';
-  declare readonly code: 'not_found' | 'conflict' | 'invalid_request';
-  constructor(code: 'not_found' | 'conflict' | 'invalid_request', message: string) {
+  declare readonly code: 'not_found' | 'conflict' | 'invalid_request' | 'forbidden';
+  constructor(code: 'not_found' | 'conflict' | 'invalid_request' | 'forbidden', message: string) {
     super(code, message);
   }
 }
@@ -249,8 +250,11 @@ export class ServerOAuth implements UpstreamAuth {
     });
   }
 
-  /** Admin: starts the browser step. Returns the authorization server's URL to open. */
-  async authorize(callbackUrl: string): Promise<string> {
+  /**
+   * Starts the browser step: the authorization server's URL and the flow's `state`. `binding`: the hash of the browser
+   * binding the callback will require (src/mcp/upstream/oauth/binding.ts).
+   */
+  async authorize(callbackUrl: string, binding: string): Promise<{ authorizationUrl: string; state: string; redirectUrl: string }> {
     if (this.options.refusal) throw new OAuthRequestError('conflict', this.options.refusal);
     if (this.grant === 'client_credentials') {
       throw new OAuthRequestError('conflict', `server "${this.name}" uses the client_credentials grant: toolrouter obtains its tokens itself, there is no browser step`);
@@ -272,9 +276,10 @@ export class ServerOAuth implements UpstreamAuth {
       verifier: flow.verifier!,
       redirectUrl,
       createdAt: new Date().toISOString(),
+      binding,
     };
     await this.options.store.putPending(state, pending, this.options.pendingTtlMs);
-    return flow.authorizationUrl!.href;
+    return { authorizationUrl: flow.authorizationUrl!.href, state, redirectUrl };
   }
 
   /** The browser came back with a code: exchange it (PKCE verifier of the pending authorize) and store the tokens. */

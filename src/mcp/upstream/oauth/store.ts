@@ -34,6 +34,32 @@ export interface PendingAuthorization {
   verifier: string;
   redirectUrl: string;
   createdAt: string;
+  /**
+   * SHA-256 (hex) of the browser binding: the secret the connect page puts in a cookie once the browser has shown it is
+   * who started the flow. The callback completes the flow only in a browser holding it (src/mcp/upstream/oauth/binding.ts).
+   */
+  binding?: string;
+}
+
+/**
+ * The toolrouter link an authorization is handed out as (`/oauth/connect/<flowId>`), waiting for the browser that
+ * proves it is the flow's starter; single use, and gone with the pending authorization.
+ */
+export interface ConnectLink {
+  /** The pending authorization's `state` (also names the binding cookie). */
+  state: string;
+  server: string;
+  /** Per-user flows: the subject the grant is for (Access.subject). Undefined: the server's shared (admin) grant. */
+  subject?: string;
+  /** The key that started it, when a key did (an `assert_user` key starting for one of its users is accepted again). */
+  keyId?: string;
+  /** Where the browser goes once it passed: the upstream authorization server's URL. */
+  authorizationUrl: string;
+  /** The browser binding itself, given to the browser as a cookie (its hash is in the pending authorization). */
+  binding: string;
+  /** The external callback URL: its path scopes the cookie. */
+  redirectUrl: string;
+  expiresAt: number;
 }
 
 /**
@@ -54,6 +80,11 @@ export interface OAuthStore {
   putPending(state: string, pending: PendingAuthorization, ttlMs: number): Promise<void>;
   /** Single use: the entry is gone once taken. */
   takePending(state: string): Promise<PendingAuthorization | undefined>;
+  putConnect(flowId: string, link: ConnectLink, ttlMs: number): Promise<void>;
+  /** Reads a connect link without using it (the page asks for a key first). */
+  readConnect(flowId: string): Promise<ConnectLink | undefined>;
+  /** Single use: the link is gone once taken (a browser passed the connect page). */
+  takeConnect(flowId: string): Promise<ConnectLink | undefined>;
   /** Runs `work` holding the server's lock (across instances with Redis); waits for a holder to finish first. */
   withLock<T>(server: string, ttlMs: number, work: () => Promise<T>): Promise<T>;
   /** Tells every instance that a server's record changed. */
@@ -66,6 +97,8 @@ export interface OAuthStore {
 }
 
 const LOCK_POLL_MS = 50;
+/** Connect links live beside pending authorizations, under their own prefix (a state never starts with it: base64url has no ':'). */
+const CONNECT_PREFIX = 'connect:';
 
 /** A record named `<family>:<member>` (a per-user grant, `gh:user:<hash>`) belongs to a family; a server's own does not. */
 function familyOf(name: string): { name: string; member: string } | undefined {
@@ -166,6 +199,23 @@ export class RedisOAuthStore implements OAuthStore {
     return sealed === null ? undefined : this.openRecord<PendingAuthorization>(sealed, key);
   }
 
+  async putConnect(flowId: string, link: ConnectLink, ttlMs: number): Promise<void> {
+    const key = this.bus.keys.oauthPending(`${CONNECT_PREFIX}${flowId}`);
+    await this.bus.redis.set(key, this.sealer.seal(JSON.stringify(link), key), 'PX', ttlMs);
+  }
+
+  async readConnect(flowId: string): Promise<ConnectLink | undefined> {
+    const key = this.bus.keys.oauthPending(`${CONNECT_PREFIX}${flowId}`);
+    const sealed = await this.bus.redis.get(key);
+    return sealed === null ? undefined : this.openRecord<ConnectLink>(sealed, key);
+  }
+
+  async takeConnect(flowId: string): Promise<ConnectLink | undefined> {
+    const key = this.bus.keys.oauthPending(`${CONNECT_PREFIX}${flowId}`);
+    const sealed = await this.bus.redis.getdel(key);
+    return sealed === null ? undefined : this.openRecord<ConnectLink>(sealed, key);
+  }
+
   async withLock<T>(server: string, ttlMs: number, work: () => Promise<T>): Promise<T> {
     const key = this.bus.keys.oauthLock(server);
     const holder = randomBytes(16).toString('hex');
@@ -217,6 +267,7 @@ export class MemoryOAuthStore implements OAuthStore {
   readonly kind: 'memory' | 'file';
   private readonly records = new Map<string, OAuthRecord>();
   private readonly pending = new Map<string, { value: PendingAuthorization; expiresAt: number }>();
+  private readonly connects = new Map<string, { value: ConnectLink; expiresAt: number }>();
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly listeners: ((server: string | undefined) => void)[] = [];
   private readonly file: string | undefined;
@@ -261,6 +312,23 @@ export class MemoryOAuthStore implements OAuthStore {
   async takePending(state: string): Promise<PendingAuthorization | undefined> {
     const entry = this.pending.get(state);
     this.pending.delete(state);
+    return entry && entry.expiresAt > Date.now() ? entry.value : undefined;
+  }
+
+  async putConnect(flowId: string, link: ConnectLink, ttlMs: number): Promise<void> {
+    const now = Date.now();
+    for (const [key, entry] of this.connects) if (entry.expiresAt <= now) this.connects.delete(key);
+    this.connects.set(flowId, { value: structuredClone(link), expiresAt: now + ttlMs });
+  }
+
+  async readConnect(flowId: string): Promise<ConnectLink | undefined> {
+    const entry = this.connects.get(flowId);
+    return entry && entry.expiresAt > Date.now() ? structuredClone(entry.value) : undefined;
+  }
+
+  async takeConnect(flowId: string): Promise<ConnectLink | undefined> {
+    const entry = this.connects.get(flowId);
+    this.connects.delete(flowId);
     return entry && entry.expiresAt > Date.now() ? entry.value : undefined;
   }
 

@@ -34,6 +34,9 @@ export interface UserAuth extends UpstreamAuth {
 export interface UserGrants {
   perUser(server: string): boolean;
   userAuth(server: string, subject: string): UserAuth | undefined;
-  /** Starts a subject's browser step; `callbackUrl` is used unless mcp.oauth.callbackUrl is set. */
-  authorizeUser(server: string, subject: string, callbackUrl: string | undefined): Promise<string>;
+  /**
+   * Starts a subject's browser step and returns toolrouter's connect link for it; `callbackUrl` is used unless
+   * mcp.oauth.callbackUrl is set; `keyId`: the key that started it (binding.ts).
+   */
+  authorizeUser(server: string, subject: string, callbackUrl: string | undefined, keyId?: string): Promise<string>;
 }
