@@ -32,7 +32,12 @@ end
 if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[8]) then return 'total' end
 redis.call('HSET', KEYS[1], 'status', 'working', 'task', ARGV[2], 'owner', ARGV[3], 'instance', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('ZADD', KEYS[2], now, ARGV[1]); redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
+-- Listed in creation order even when two tasks of an owner come in the same millisecond (or from instances whose
+-- clocks differ): a score never below the owner's newest. Equal scores would order by id, i.e. at random.
+local order = now
+local newest = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if newest[2] and tonumber(newest[2]) >= order then order = tonumber(newest[2]) + 0.01 end
+redis.call('ZADD', KEYS[2], order, ARGV[1]); redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])
 for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end end
 return 'ok'`;
 
