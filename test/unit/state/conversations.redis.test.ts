@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
-import { connectRedis, RedisKeys, type RedisClient } from '../../../src/redis/connection.js';
-import { redisSettingsSchema } from '../../../src/redis/settings.js';
+import { describe, it } from 'node:test';
+import { RedisKeys, type RedisClient } from '../../../src/redis/connection.js';
 import { MemoryConversationStore, type ConversationStore } from '../../../src/state/conversations.js';
 import { RedisConversationStore } from '../../../src/state/redis/conversations.js';
-import { REDIS_URL } from '../../helpers/processes.js';
-import { RedisClusterFixture } from '../../helpers/redis-topologies.js';
+import { overRedisForms } from '../../helpers/redis-contract.js';
 
 /**
  * One contract, every store (STYLE habits 7 and 8): this process's memory, a single Redis, and a Redis Cluster of three
@@ -116,33 +113,4 @@ contract('memory conversation store', () => ({ stores: () => {
   return [store, store];
 } }));
 
-describe('Redis conversation stores', () => {
-  let single: RedisClient;
-  const prefix = `trconv-${randomUUID().slice(0, 8)}`;
-  before(() => {
-    single = connectRedis(redisSettingsSchema.parse({ url: REDIS_URL }), 'conv-contract');
-  });
-  after(async () => {
-    const keys = await single.keys(`${prefix}*`);
-    if (keys.length > 0) await single.del(...keys);
-    await single.quit();
-  });
-  let run = 0;
-  // A fresh prefix per case, so the cases never see each other's turns.
-  contract('single Redis', () => redisSubject(() => single, `${prefix}-${run++}`, false));
-});
-
-describe('Redis Cluster conversation store', () => {
-  const cluster = new RedisClusterFixture();
-  let client: RedisClient;
-  before(async () => {
-    await cluster.start();
-    client = connectRedis(redisSettingsSchema.parse({ cluster: { nodes: cluster.urls } }), 'conv-contract-cluster');
-  });
-  after(async () => {
-    await client?.quit().catch(() => {});
-    await cluster.stop();
-  });
-  let run = 0;
-  contract('Redis Cluster (hash-tagged keys)', () => redisSubject(() => client, `trconv${run++}`, true));
-});
+overRedisForms('conversation', (label, redis, prefix, hashTag) => contract(label, () => redisSubject(redis, prefix(), hashTag)));

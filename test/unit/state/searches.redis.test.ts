@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
-import { connectRedis, RedisKeys, type RedisClient } from '../../../src/redis/connection.js';
-import { redisSettingsSchema } from '../../../src/redis/settings.js';
+import { describe, it } from 'node:test';
+import { RedisKeys, type RedisClient } from '../../../src/redis/connection.js';
 import { MemorySearchStore, RECENT_SEARCHES, SEARCH_ID_TTL_MS, type SearchRecord, type SearchStore } from '../../../src/state/searches.js';
 import { RedisSearchStore } from '../../../src/state/redis/searches.js';
-import { REDIS_URL } from '../../helpers/processes.js';
-import { RedisClusterFixture } from '../../helpers/redis-topologies.js';
+import { overRedisForms } from '../../helpers/redis-contract.js';
 
 /**
  * One contract over the search stores (STYLE habits 7 and 8): memory, a single Redis and a Redis Cluster. Two Redis
@@ -124,32 +122,4 @@ describe('memory search store: expiry', () => {
   });
 });
 
-describe('Redis search stores', () => {
-  let single: RedisClient;
-  const prefix = `trsearch-${randomUUID().slice(0, 8)}`;
-  before(() => {
-    single = connectRedis(redisSettingsSchema.parse({ url: REDIS_URL }), 'search-contract');
-  });
-  after(async () => {
-    const keys = await single.keys(`${prefix}*`);
-    if (keys.length > 0) await single.del(...keys);
-    await single.quit();
-  });
-  let run = 0;
-  contract('single Redis', () => redisSubject(() => single, `${prefix}-${run++}`, false));
-});
-
-describe('Redis Cluster search store', () => {
-  const cluster = new RedisClusterFixture();
-  let client: RedisClient;
-  before(async () => {
-    await cluster.start();
-    client = connectRedis(redisSettingsSchema.parse({ cluster: { nodes: cluster.urls } }), 'search-contract-cluster');
-  });
-  after(async () => {
-    await client?.quit().catch(() => {});
-    await cluster.stop();
-  });
-  let run = 0;
-  contract('Redis Cluster (hash-tagged keys)', () => redisSubject(() => client, `trsearch${run++}`, true));
-});
+overRedisForms('search', (label, redis, prefix, hashTag) => contract(label, () => redisSubject(redis, prefix(), hashTag)));
