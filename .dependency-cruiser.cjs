@@ -12,7 +12,8 @@
  *   3 index       src/indexing: catalog snapshots → BM25 + vector indexes, the in-process and Redis/BullMQ pipelines
  *   4 search      src/search: ranking and fusion over the live index (SearchService), fusion defaults
  *   5 services    src/feedback (learning from usage; feeds search through the FeedbackSignal seam search defines),
- *                 src/auth (keys, rate limits)
+ *                 src/auth (keys, rate limits), src/analytics, and governance: src/policy (Cedar), src/guardrails
+ *                 (secrets in arguments and results), src/audit (the hash-chained trail)
  *   6 eval        src/eval: retrieval quality and tuning over labelled queries
  *   7 codemode    src/codemode: the sandbox that runs model-written code over a narrow ToolHost (no MCP in it)
  *   8 faces       src/http (REST API), src/chat (OpenAI-compatible proxy), src/mcp (MCP gateway), src/console
@@ -38,7 +39,7 @@ const LAYERS = [
   { name: 'embedding', path: '^src/embedding/' },
   { name: 'index', path: '^src/indexing/' },
   { name: 'search', path: '^src/search/' },
-  { name: 'services', path: '^src/(feedback|auth|analytics)/' },
+  { name: 'services', path: '^src/(feedback|auth|analytics|policy|audit|guardrails)/' },
   { name: 'eval', path: '^src/eval/' },
   { name: 'codemode', path: '^src/codemode/' },
   { name: 'faces', path: '^src/(http|chat|mcp|console)/' },

@@ -12,6 +12,11 @@ export const ERROR_STATUS = {
   json_too_deep: 400,
   unauthorized: 401,
   forbidden: 403,
+  // Governance (src/policy, src/guardrails, src/audit): a Cedar policy refused the call, a @confirm policy needs a
+  // person's yes the caller cannot give, a credential was found in the arguments.
+  policy_denied: 403,
+  confirmation_required: 403,
+  guardrail_blocked: 403,
   /** The caller must first visit a URL (an upstream's authorization for their own account); the body carries it. */
   url_elicitation_required: 403,
   not_found: 404,
@@ -32,6 +37,8 @@ export const ERROR_STATUS = {
   upstream_unavailable: 503,
   redis_unavailable: 503,
   auth_unavailable: 503,
+  /** audit.required is set and the audit store cannot take records: calls fail closed. */
+  audit_unavailable: 503,
   upstream_not_configured: 503,
   // Code mode (src/codemode): why one execution of model-written code ended. Tool results on MCP; statuses for REST.
   sandbox_timeout: 408,
