@@ -167,7 +167,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(() => instances.close());
   const roundSecrets = bus ? await RedisRoundSecrets.start(bus.redis, redisKeys, { log }) : new LocalRoundSecrets();
   closers.push(() => roundSecrets.close());
-  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets };
+  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets, log };
   // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
   const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });

@@ -27,6 +27,7 @@ import type { Tool } from '../../catalog/types.js';
 import { briefTool } from '../../search/coverage.js';
 import { SELECT_PREFIX } from '../../search/search.js';
 import { RpcError, withBareError } from './rpc-error.js';
+import { isSharedStateUnavailable, retryableTaskStore, sharedStateError } from './unavailable.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { guardParams, loose, parseParams } from './params.js';
 import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
@@ -134,7 +135,8 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const taskOwner = (sessionId: string | undefined) => `${ownerOf(accessNow())} ${sessionId ?? connection}`;
   // The session this connection served tasks for (the transport is gone by the time the connection's close runs).
   let taskSession: string | undefined;
-  const taskStore = gateway.tasks.storeFor(taskOwner);
+  // A Redis outage reads as a retryable JSON-RPC error (unavailable.ts), never as Redis's text in a -32603.
+  const taskStore = retryableTaskStore(gateway.tasks.storeFor(taskOwner));
   const server = new BareErrorServer(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
     instructions: instructions(gateway, accessNow()),
@@ -287,6 +289,7 @@ export async function startTask<T>(start: () => Promise<T>): Promise<T> {
     return await start();
   } catch (error) {
     if (error instanceof TaskLimitError) throw new RpcError(ErrorCode.InvalidRequest, error.message);
+    if (isSharedStateUnavailable(error)) throw sharedStateError();
     throw error;
   }
 }
