@@ -199,6 +199,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "A session's first tools/list and search_tools wait at most this long after start for every upstream's first connection attempt (and the index of their tools); answers given before say which servers are missing.",
   "mcp.tasks":
     "Tasks clients ask for with a task-augmented tools/call (MCP 2025-11-25; src/mcp/relay/tasks.ts).",
+  "mcp.tasks.maxPendingWrites":
+    "Task status and result writes this instance keeps while Redis does not take them (restarting, failing over, out of memory), written in order when it does; beyond this the oldest status changes are dropped first.",
   "mcp.transforms":
     "Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/upstream/transform.ts).",
   "mcp.transforms.<name>.annotations":

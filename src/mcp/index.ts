@@ -121,7 +121,7 @@ export function createMcpFaces(deps: {
       queryLimit: mcp.queryLimit,
       maxQueryLength: config.search.maxQueryLength,
       separator: config.catalog.separator,
-      tasks: { maxPerOwner: mcp.tasks.maxPerSession, maxTotal: mcp.tasks.maxTotal, defaultTtlMs: mcp.tasks.defaultTtlMs, maxTtlMs: mcp.tasks.maxTtlMs },
+      tasks: { maxPerOwner: mcp.tasks.maxPerSession, maxTotal: mcp.tasks.maxTotal, defaultTtlMs: mcp.tasks.defaultTtlMs, maxTtlMs: mcp.tasks.maxTtlMs, maxPendingWrites: mcp.tasks.maxPendingWrites },
     },
     log.child({ component: 'mcp' }),
     startup,
