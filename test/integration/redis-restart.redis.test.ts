@@ -6,7 +6,7 @@
  * - Redis restarted mid-work: a 2026-07-28 task and a 2025-11-25 task made just before the restart, whose upstream
  *   work ends while Redis is down, both end `completed` with their results; readers meanwhile get the retryable
  *   -32011, never Redis's text; a 1.x SDK session makes 6/6 calls across the restart; a proxied conversation keeps a
- *   growing tool prefix at every turn.
+ *   growing tool prefix at every turn; a 2026-07-28 round asked before the restart is answered after it.
  * - An instance SIGKILLed the moment its answer to turn 3 reached the caller (not streamed, then streamed), while its
  *   Redis is slow (300 ms per command): turn 4, on another instance, continues turn 3's tools. The turn was filed
  *   before the answer's end went out (src/chat/core/proxy.ts settle); filed after it, the kill would lose it.
@@ -167,6 +167,11 @@ describe('Redis restarted (AOF) and instances killed, behind round-robin HAProxy
       const legacy = (await session.request({ method: 'tools/call', params: { name: 'every__simulate-research-query', arguments: { topic: 'restart-2025' }, task: { ttl: 600_000 } } }, CreateTaskResultSchema)).task;
       assert.equal(legacy.status, 'working');
 
+      // A 2026-07-28 round asked before the restart, answered after it (wherever the retry lands).
+      const round = (await modernRpc(balancer.url, 'tools/call', { name: 'every__trigger-elicitation-request', arguments: {} }, { id: id++, capabilities: { elicitation: { form: {} } }, client: 'restart-round' })).result;
+      assert.equal(round?.resultType, 'input_required', JSON.stringify(round));
+      const [askedKey] = Object.keys(round.inputRequests as Record<string, unknown>);
+
       await redis.stop();
       // A reader meanwhile: a retryable error of its own code, without Redis's words.
       const during = await rpc('tasks/get', { taskId: modern.taskId });
@@ -195,6 +200,14 @@ describe('Redis restarted (AOF) and instances killed, behind round-robin HAProxy
       assert.equal(legacyEnded.status, 'completed', JSON.stringify(legacyEnded));
       const result = await session.request({ method: 'tasks/result', params: { taskId: legacy.taskId } }, CallToolResultSchema, { timeout: 20_000 });
       assert.match(textOf(result), /Research Report: restart-2025/);
+
+      const answered = await eventually(
+        () => modernRpc(balancer.url, 'tools/call', { name: 'every__trigger-elicitation-request', arguments: {}, requestState: round.requestState, inputResponses: { [askedKey!]: { action: 'accept', content: { name: 'Erin Restart' } } } }, { id: id++, capabilities: { elicitation: { form: {} } }, client: 'restart-round' }),
+        (reply) => reply.error?.code !== -32011,
+        30_000,
+      );
+      assert.equal(answered.result?.resultType, 'complete', JSON.stringify(answered).slice(0, 400));
+      assert.match(JSON.stringify(answered.result.content), /Erin Restart/);
 
       for (let n = 3; n < 6; n++) await eventually(() => echo(n).then(() => true, () => false), (ok) => ok, 30_000);
       assert.equal(calls, 6, 'six of six calls answered across the restart');
