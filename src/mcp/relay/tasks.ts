@@ -369,6 +369,13 @@ export class PendingTaskWrites {
         if (write.kind === 'finish') await this.store.finish(write.taskId, write.end);
         else await this.store.progress(write.taskId, write.status, write.inputRequests);
       } catch (error) {
+        if (!transient(error)) {
+          // Refused for what it is (a script error), not because Redis is away: retrying would hold every later write.
+          this.log?.warn({ err: error, taskId: write.taskId }, 'task status not written: refused by the store; dropped');
+          this.queue.shift();
+          this.release(write.taskId);
+          continue;
+        }
         // Every waiting task hears "kept": its caller goes on; the write follows when Redis is back.
         for (const taskId of [...this.waiters.keys()]) this.wake(taskId);
         if (this.delayMs === 0) this.log?.warn({ err: error, pending: this.queue.length }, 'task status not written (Redis unavailable); kept and retried until Redis answers');
@@ -403,6 +410,18 @@ export class PendingTaskWrites {
     if (dropped) this.release(dropped.taskId);
     if (this.dropped === 1 || this.dropped % 1000 === 0) this.log?.warn({ dropped: this.dropped, max: this.max }, 'too many task writes kept while Redis is away; the oldest were dropped');
   }
+}
+
+/**
+ * Whether a store error means Redis is away for now (the write may succeed later): anything but an error reply, and
+ * the error replies of a Redis that cannot write yet (out of memory, loading its data, a replica or a cluster without
+ * a master). Redis's error replies reach here as the cause of the store's RedisUnavailableError.
+ */
+function transient(error: unknown): boolean {
+  for (let cause = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'ReplyError') return /^(OOM|READONLY|LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|NOREPLICAS)\b/.test(cause.message);
+  }
+  return true;
 }
 
 function failedResult(message: string): Result {

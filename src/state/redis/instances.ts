@@ -8,7 +8,9 @@
  * writes (out of memory) for longer than the TTL lets every heartbeat lapse at once, and the instances come back one
  * reconnect after the other. So an instance is gone only when its heartbeat is still missing `confirmMs` after this
  * instance first saw it missing, with this instance's own connection up all that time (a reconnect starts over);
- * a live instance beats again within that. A killed instance is then known gone about TTL + confirmMs after it died.
+ * a live instance beats again within that. Nor while this instance's own heartbeat cannot be written (Redis refusing
+ * writes, out of memory, lets every heartbeat lapse while reads still work): sightings count again from its next
+ * written heartbeat. A killed instance is then known gone about TTL + confirmMs after it died.
  */
 import type { Logger } from 'pino';
 import type { RedisBus } from '../../redis/bus.js';
@@ -61,6 +63,11 @@ export class RedisInstances implements InstanceRegistry {
   private readonly confirmMs: number;
   /** When this instance first saw each heartbeat missing (since its connection last came up). */
   private readonly missingSince = new Map<string, number>();
+  /**
+   * Since when this instance's own heartbeats are written; undefined while they fail (Redis away, or refusing writes:
+   * out of memory), when everyone's heartbeat lapses alike and no other instance can be judged gone.
+   */
+  private writingSince: number | undefined = Date.now();
 
   private constructor(
     private readonly bus: RedisBus,
@@ -73,6 +80,7 @@ export class RedisInstances implements InstanceRegistry {
     // missing before (everyone's heartbeat lapsed alike).
     bus.redis.on('ready', () => {
       this.missingSince.clear();
+      this.writingSince = Date.now();
       if (this.heartbeat) this.beat().catch(() => {});
     });
   }
@@ -109,7 +117,13 @@ export class RedisInstances implements InstanceRegistry {
       return true;
     }
     const now = Date.now();
-    const since = this.missingSince.get(id);
+    if (this.writingSince === undefined) return true;
+    let since = this.missingSince.get(id);
+    // Seen missing while this instance could not write its own: that sighting proves nothing.
+    if (since !== undefined && since < this.writingSince) {
+      this.missingSince.delete(id);
+      since = undefined;
+    }
     if (since === undefined) {
       // Bounded: an entry per instance seen missing; gone ones are dropped once confirmed.
       if (this.missingSince.size >= 10_000) this.missingSince.clear();
@@ -162,7 +176,13 @@ export class RedisInstances implements InstanceRegistry {
   }
 
   private async beat(): Promise<void> {
-    await this.bus.redis.set(this.bus.keys.instance(this.id), String(Date.now()), 'PX', this.ttlMs);
+    try {
+      await this.bus.redis.set(this.bus.keys.instance(this.id), String(Date.now()), 'PX', this.ttlMs);
+    } catch (error) {
+      this.writingSince = undefined;
+      throw error;
+    }
+    this.writingSince ??= Date.now();
   }
 
   private receive(text: string): void {

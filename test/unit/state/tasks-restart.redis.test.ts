@@ -1,6 +1,6 @@
 /**
- * Issue 54 / 56: a task whose end comes while Redis is away (killed, restarting with its append-only file) still ends
- * with its result once Redis is back, on a real redis-server of the test's own; a reader meanwhile gets
+ * Issue 54 / 56: a task whose end comes while Redis is away (killed, restarting with its append-only file) or refuses
+ * writes (out of memory) still ends with its result once Redis takes writes again, on a real redis-server of the test's own; a reader meanwhile gets
  * RedisUnavailableError (the faces' retryable error), never a raw Redis error; and the instance running it is not taken
  * for gone because every heartbeat lapsed during the outage.
  */
@@ -83,5 +83,40 @@ describe('tasks across a Redis restart (AOF)', { timeout: 120_000 }, () => {
     assert.equal(done.inputRequests, undefined, 'the status written before the end did not outlive it');
     // Its own reply may come a moment after another connection already reads the write.
     await waitFor('nothing kept any more', () => running.pending.size === 0, 10_000);
+  });
+
+  it('a task that ends while Redis refuses writes (out of memory) reads completed once it takes them again, never failed meanwhile', async () => {
+    const admin = buses[1]!.redis;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const task = await running.start('bob', undefined, async () => {
+      await released;
+      return { content: [{ type: 'text', text: 'written late' }] };
+    });
+    // Every write refused (noeviction, the default), reads still answered: heartbeats lapse everywhere.
+    await admin.config('SET', 'maxmemory', '1');
+    try {
+      release();
+      await waitFor('the end kept for later', async () => running.pending.size > 0, 30_000);
+      const seen = new Set<string>();
+      // Longer than a heartbeat's TTL and its confirmation: a reader that judged by heartbeats alone would fail it.
+      for (const deadline = Date.now() + 2_500; Date.now() < deadline; ) {
+        const record = await reader.get('bob', task.taskId).catch((error: unknown) => {
+          assert.ok(error instanceof RedisUnavailableError, String(error));
+          return undefined;
+        });
+        if (record) seen.add(record.task.status);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.deepEqual([...seen], ['working'], 'read as running while its end could not be written');
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+    }
+    const done = await waitFor('completed once Redis takes writes', async () => {
+      const record = await reader.get('bob', task.taskId).catch(() => undefined);
+      return record && record.task.status !== 'working' ? record : undefined;
+    }, 30_000);
+    assert.equal(done.task.status, 'completed', JSON.stringify(done.task));
+    assert.deepEqual(done.result, { content: [{ type: 'text', text: 'written late' }] });
   });
 });
