@@ -51,9 +51,10 @@ export interface ForwardHooks<T> {
 
 /**
  * Where a streamed answer ends: the terminal event of each API (Chat Completions' `[DONE]`, Anthropic's `message_stop`,
- * Responses' `response.completed`). From the chunk where one starts, the rest is held until the turn is filed.
+ * Responses' `response.completed`), named by its `event:` line or, from upstreams that send none, its data's `type`. From
+ * the chunk where one starts, the rest is held until the turn is filed; a stream without one is filed before it ends.
  */
-const TERMINAL_EVENT = /(?:^|\n)(?:data: ?\[DONE\]|event: ?message_stop|event: ?response\.completed)/;
+const TERMINAL_EVENT = /(?:^|\n)(?:data: ?\[DONE\]|event: ?(?:message_stop|response\.completed)|data: ?\{"type": ?"(?:message_stop|response\.completed)")/;
 
 /** Bytes of the previous chunk kept to find a terminal event split over two chunks. */
 const TERMINAL_TAIL = 64;
