@@ -1,3 +1,4 @@
+import type { TaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import type { Router } from 'express';
 import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
@@ -67,6 +68,8 @@ export function createMcpFaces(deps: {
   bus?: RedisBus;
   /** Where 2025-era /mcp sessions are kept: shared (Redis) lets any instance serve any session. Unset: this process. */
   sessionStore?: SessionStore;
+  /** Background tasks' queued messages, shared with the session store (src/state/redis/task-messages.ts). */
+  taskMessages?: TaskMessageQueue;
   stateDir?: string;
   /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
   countRequest?: (access: Access) => Promise<void>;
@@ -134,7 +137,7 @@ export function createMcpFaces(deps: {
   const sandbox = new Sandbox(mcp.sandbox);
   gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox, ...(deps.countRequest ? { countRequest: deps.countRequest } : {}), ...(deps.metrics ? { metrics: deps.metrics } : {}) });
   if (mcp.codeMode) sandbox.warm();
-  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, sessionStore: deps.sessionStore, metrics: deps.metrics, log });
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, sessionStore: deps.sessionStore, taskMessages: deps.taskMessages, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);
   };

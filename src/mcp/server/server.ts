@@ -1,3 +1,4 @@
+import type { TaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
@@ -112,6 +113,11 @@ export interface McpSessionState {
    * from the shared store, so its tasks must stay readable; they end by their own TTL instead.
    */
   outlivesClose?: boolean;
+  /**
+   * Where a background task's queued messages (what its upstream asks or logs) wait for tasks/result: shared by every
+   * instance when sessions are (src/state/redis/task-messages.ts). @defaultValue this connection's own queue
+   */
+  taskMessages?: TaskMessageQueue;
 }
 
 /**
@@ -143,7 +149,7 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
     taskStore,
     // What a background task's upstream asks or logs waits here for the client's tasks/result, which delivers it
     // (MCP 2025-11-25 tasks, input_required): one queue per session, bounded per task.
-    taskMessageQueue: new InMemoryTaskMessageQueue(),
+    taskMessageQueue: state?.taskMessages ?? new InMemoryTaskMessageQueue(),
     maxTaskQueueSize: TASK_QUEUE_SIZE,
   });
   // A session's own searches are filed under its id, so whichever instance serves its next request finds them; a
