@@ -171,6 +171,8 @@ export function createMcpFaces(deps: {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
       gateway.close();
+      // Task ends kept while Redis was away (and the shutdown's own "failed" for tasks still running): a last chance.
+      if (!(await gateway.tasks.pending.flushed(2_000))) log.warn({ pending: gateway.tasks.pending.size }, 'task results not written before shutdown (Redis unavailable); those tasks will read failed');
       startup.close();
       await upstreams.close();
       await sandbox.close();

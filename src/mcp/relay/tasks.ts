@@ -339,6 +339,13 @@ export class PendingTaskWrites {
     this.flush();
   }
 
+  /** Resolves once every kept write is written (true), or after `timeoutMs` with some still kept (false). */
+  async flushed(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.queue.length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    return this.queue.length === 0;
+  }
+
   /** Resolves once `taskId` has no write in flight: written, or kept for later because Redis refused it. */
   settled(taskId: string): Promise<void> {
     if (!this.queue.some((write) => write.taskId === taskId)) return Promise.resolve();
