@@ -31,6 +31,7 @@ import { RedisGate, RedisKeys } from './redis/connection.js';
 import { RedisBus } from './redis/bus.js';
 import { LocalInstances } from './state/instances.js';
 import { RedisInstances } from './state/redis/instances.js';
+import { RedisTaskMessageQueue } from './state/redis/task-messages.js';
 import { RedisTaskStore } from './state/redis/tasks.js';
 import { MemoryTaskStore } from './state/tasks.js';
 import { LocalRoundSecrets } from './state/rounds.js';
@@ -167,10 +168,10 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(() => instances.close());
   const roundSecrets = bus ? await RedisRoundSecrets.start(bus.redis, redisKeys, { log }) : new LocalRoundSecrets();
   closers.push(() => roundSecrets.close());
-  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets };
+  const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets, log };
   // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
   const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
-  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
+  const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, taskMessages: bus ? new RedisTaskMessageQueue(bus.redis, redisKeys, config.mcp.tasks.maxTtlMs) : undefined, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.

@@ -152,13 +152,22 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
     // What the caller is answered identifies the conversation's next turn (src/chat/core/sticky.ts).
     let answer: AnswerReader | undefined;
     const observe = (reply: globalThis.Response) => (answer = dialect.answers.reader(reply));
+    // Filed once, as soon as the whole answer was read and before its end reaches the caller (proxy.ts settle), so an
+    // instance killed the moment it answered has filed the turn its next one continues; again after is a no-op.
+    let filing: Promise<void> | undefined;
+    const file = (names: readonly string[], responseId?: string) => {
+      const reply = answer as AnswerReader | undefined;
+      return (filing ??= sticky.set(keys, names, reply?.finish(), reply?.responseId ?? responseId));
+    };
+    const settleTimeoutMs = config.chat.fileTurnTimeoutMs;
     if (body === undefined || searchTool === undefined) {
       countToolTokens(metrics, dialect.tokenFace, access, { offered: decision.tokens.before, forwarded: decision.tokens.after });
       // Unchanged requests go upstream as the very bytes the caller sent.
       const sent = body === undefined ? rawBytes(req, request) : JSON.stringify(body);
-      await llmSpan({ api, model: request.body.model, url: upstream.url }, () => forwardRequest(req, res, sent, upstream, log, { observe }));
-      const reply = answer as AnswerReader | undefined;
-      if (body !== undefined && decision.mode === 'request') await sticky.set(keys, kept, reply?.finish(), reply?.responseId);
+      const filed = body !== undefined && decision.mode === 'request';
+      const settle = filed ? { settle: () => file(kept), settleTimeoutMs } : {};
+      await llmSpan({ api, model: request.body.model, url: upstream.url }, () => forwardRequest(req, res, sent, upstream, log, { observe, ...settle }));
+      if (filed) await file(kept);
       await observed;
       return;
     }
@@ -185,10 +194,11 @@ export function chatRoutes({ config, catalog, search, embedder, log, feedback, m
       },
       log,
       observe,
+      settle: (forwarded, responseId) => file([...forwarded], responseId),
+      settleTimeoutMs,
     });
     countToolTokens(metrics, dialect.tokenFace, access, { offered: decision.tokens.before, forwarded: result.tokens });
-    const reply = answer as AnswerReader | undefined;
-    await sticky.set(keys, result.forwarded, reply?.finish(), reply?.responseId ?? result.responseId);
+    await file(result.forwarded, result.responseId);
     await observed;
   };
 

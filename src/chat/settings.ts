@@ -43,6 +43,13 @@ export const chatSettingsSchema = z
      * last use. A conversation picked up again later is ranked afresh. 24 h: a chat left overnight keeps its tools.
      */
     conversationTtlMs: z.number().int().min(1_000).max(30 * 86_400_000).default(86_400_000),
+    /**
+     * How long a proxied turn's answer waits for the turn to be filed (its forwarded tools stored, for the next turn on any
+     * instance) before its last bytes go to the caller: the whole body when not streamed, the terminal event (`[DONE]`,
+     * `message_stop`, `response.completed`) when streamed. A store slower than this does not hold the reply; the turn is
+     * still filed, after it.
+     */
+    fileTurnTimeoutMs: z.number().int().min(0).max(10_000).default(250),
     /** When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing. */
     failOpen: z.boolean().default(true),
     /** With ADMIN_KEY set, proxy requests need a toolrouter key (x-toolrouter-key); off, they go through without one. */

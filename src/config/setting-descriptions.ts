@@ -43,6 +43,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Sent to the Anthropic upstream as `x-api-key` instead of the caller's key (env UPSTREAM_ANTHROPIC_KEY).",
   "chat.conversationTtlMs":
     "With Redis: how long a conversation's stored turns (forwarded tools, ranked tools for feedback) live after their last use. A conversation picked up again later is ranked afresh. 24 h: a chat left overnight keeps its tools.",
+  "chat.fileTurnTimeoutMs":
+    "How long a proxied turn's answer waits for the turn to be filed (its forwarded tools stored, for the next turn on any instance) before its last bytes go to the caller: the whole body when not streamed, the terminal event (`[DONE]`, `message_stop`, `response.completed`) when streamed. A store slower than this does not hold the reply; the turn is still filed, after it.",
   "chat.failOpen":
     "When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing.",
   "chat.k":
@@ -197,6 +199,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "A session's first tools/list and search_tools wait at most this long after start for every upstream's first connection attempt (and the index of their tools); answers given before say which servers are missing.",
   "mcp.tasks":
     "Tasks clients ask for with a task-augmented tools/call (MCP 2025-11-25; src/mcp/relay/tasks.ts).",
+  "mcp.tasks.maxPendingWrites":
+    "Task status and result writes this instance keeps while Redis does not take them (restarting, failing over, out of memory), written in order when it does; beyond this the oldest status changes are dropped first.",
   "mcp.transforms":
     "Tool transformation: qualified upstream tool name → new name, description, arguments... (src/mcp/upstream/transform.ts).",
   "mcp.transforms.<name>.annotations":

@@ -1,3 +1,4 @@
+import type { TaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import type { Router } from 'express';
 import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
@@ -67,6 +68,8 @@ export function createMcpFaces(deps: {
   bus?: RedisBus;
   /** Where 2025-era /mcp sessions are kept: shared (Redis) lets any instance serve any session. Unset: this process. */
   sessionStore?: SessionStore;
+  /** Background tasks' queued messages, shared with the session store (src/state/redis/task-messages.ts). */
+  taskMessages?: TaskMessageQueue;
   stateDir?: string;
   /** Counts a request against the caller's key limit (Auth.countRequest); code mode counts each call its code makes. */
   countRequest?: (access: Access) => Promise<void>;
@@ -121,7 +124,7 @@ export function createMcpFaces(deps: {
       queryLimit: mcp.queryLimit,
       maxQueryLength: config.search.maxQueryLength,
       separator: config.catalog.separator,
-      tasks: { maxPerOwner: mcp.tasks.maxPerSession, maxTotal: mcp.tasks.maxTotal, defaultTtlMs: mcp.tasks.defaultTtlMs, maxTtlMs: mcp.tasks.maxTtlMs },
+      tasks: { maxPerOwner: mcp.tasks.maxPerSession, maxTotal: mcp.tasks.maxTotal, defaultTtlMs: mcp.tasks.defaultTtlMs, maxTtlMs: mcp.tasks.maxTtlMs, maxPendingWrites: mcp.tasks.maxPendingWrites },
     },
     log.child({ component: 'mcp' }),
     startup,
@@ -134,7 +137,7 @@ export function createMcpFaces(deps: {
   const sandbox = new Sandbox(mcp.sandbox);
   gateway.codeMode = new CodeTool(gateway, { enabled: mcp.codeMode, toolName: mcp.executeToolName, sandbox, ...(deps.countRequest ? { countRequest: deps.countRequest } : {}), ...(deps.metrics ? { metrics: deps.metrics } : {}) });
   if (mcp.codeMode) sandbox.warm();
-  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, sessionStore: deps.sessionStore, metrics: deps.metrics, log });
+  const http = mcpHttpFace(gateway, { sessionIdleMs: mcp.sessionIdleMs, maxSessions: mcp.maxSessions, maxSessionsPerKey: mcp.maxSessionsPerKey, unusedSessionIdleMs: mcp.unusedSessionIdleMs, maxStreamsPerKey: mcp.maxStreamsPerKey, maxStreams: mcp.maxStreams, sessionStore: deps.sessionStore, taskMessages: deps.taskMessages, metrics: deps.metrics, log });
   const recordUpstreamStatus = (status: UpstreamStatus) => {
     if (deps.metrics) recordUpstream(deps.metrics, status);
   };
@@ -168,6 +171,8 @@ export function createMcpFaces(deps: {
       // Clients first (their sessions end), then the upstream connections they were using.
       await http.close();
       gateway.close();
+      // Task ends kept while Redis was away (and the shutdown's own "failed" for tasks still running): a last chance.
+      if (!(await gateway.tasks.pending.flushed(2_000))) log.warn({ pending: gateway.tasks.pending.size }, 'task results not written before shutdown (Redis unavailable); those tasks will read failed');
       startup.close();
       await upstreams.close();
       await sandbox.close();

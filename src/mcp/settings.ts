@@ -76,6 +76,11 @@ export const tasksSettingsSchema = z
     maxTotal: z.number().int().min(1).max(1_000_000).default(10_000),
     defaultTtlMs: z.number().int().min(1_000).max(86_400_000).default(600_000),
     maxTtlMs: z.number().int().min(1_000).max(86_400_000).default(3_600_000),
+    /**
+     * Task status and result writes this instance keeps while Redis does not take them (restarting, failing over, out
+     * of memory), written in order when it does; beyond this the oldest status changes are dropped first.
+     */
+    maxPendingWrites: z.number().int().min(1).max(1_000_000).default(10_000),
   })
   .strict()
   .prefault({});

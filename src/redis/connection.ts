@@ -164,6 +164,10 @@ export class RedisKeys {
   task(taskId: string): string {
     return `${this.prefix}:task:${taskId}`;
   }
+  /** What a 2025 background task's upstream asked or logged, queued for the client's tasks/result (a list). */
+  taskMessages(taskId: string): string {
+    return `${this.prefix}:task:${taskId}:messages`;
+  }
   /** Sorted set of one owner's task ids (by expiry); the owner is hashed, it may be a subject. */
   taskOwner(ownerHash: string): string {
     return `${this.prefix}:tasks:owner:${ownerHash}`;

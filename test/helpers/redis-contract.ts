@@ -1,18 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { after, before, describe } from 'node:test';
 import { connectRedis, type RedisClient } from '../../src/redis/connection.js';
-import { redisSettingsSchema } from '../../src/redis/settings.js';
+import { redisSettingsSchema, type RedisSettings } from '../../src/redis/settings.js';
 import { REDIS_URL } from './processes.js';
 import { RedisClusterFixture } from './redis-topologies.js';
 
 /**
  * Runs a store's contract over the suite's single Redis and over a three-master Cluster (hash-tagged keys), as the
  * Redis forms a deployment may use. `contract(label, redis, prefix, hashTag)` declares the cases; `prefix()` is a fresh
- * key prefix per call, so cases never see each other's keys; the single Redis's keys are removed after.
+ * key prefix per call, so cases never see each other's keys; the single Redis's keys are removed after. `settings()`
+ * reaches the same Redis for a store that opens its own connections (a RedisBus).
  */
 export function overRedisForms(
   kind: string,
-  contract: (label: string, redis: () => RedisClient, prefix: () => string, hashTag: boolean) => void,
+  contract: (label: string, redis: () => RedisClient, prefix: () => string, hashTag: boolean, settings: () => RedisSettings) => void,
 ): void {
   describe(`Redis ${kind} stores`, () => {
     let single: RedisClient;
@@ -26,7 +27,7 @@ export function overRedisForms(
       if (keys.length > 0) await single.del(...keys);
       await single.quit();
     });
-    contract('single Redis', () => single, () => `${base}-${run++}`, false);
+    contract('single Redis', () => single, () => `${base}-${run++}`, false, () => redisSettingsSchema.parse({ url: REDIS_URL }));
   });
 
   describe(`Redis Cluster ${kind} store`, () => {
@@ -41,6 +42,6 @@ export function overRedisForms(
       await client?.quit().catch(() => {});
       await cluster.stop();
     });
-    contract('Redis Cluster (hash-tagged keys)', () => client, () => `tr${kind}${run++}`, true);
+    contract('Redis Cluster (hash-tagged keys)', () => client, () => `tr${kind}${run++}`, true, () => redisSettingsSchema.parse({ cluster: { nodes: cluster.urls } }));
   });
 }

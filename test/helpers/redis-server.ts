@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, Socket, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Transform } from 'node:stream';
 import { Redis } from 'ioredis';
 
 /** A TCP port the OS has just handed out (bound to 0, then released), so it is not one another test picked. */
@@ -113,6 +114,11 @@ export class RedisLink {
   private readonly sockets = new Set<Socket>();
   private cutOff = false;
   port = 0;
+  /**
+   * Holds every command on its way to Redis this long (a slow network or a busy Redis, as this instance sees it);
+   * what was sent keeps its order when the delay changes.
+   */
+  delayMs = 0;
 
   constructor(private readonly target: () => number) {}
 
@@ -136,7 +142,19 @@ export class RedisLink {
           upstream.destroy();
         });
       }
-      client.pipe(upstream).pipe(client);
+      let last = 0;
+      const delayed = new Transform({
+        transform: (chunk: Buffer, _encoding, done) => {
+          done();
+          if (this.delayMs === 0 && last <= Date.now()) {
+            delayed.push(chunk);
+            return;
+          }
+          last = Math.max(Date.now() + this.delayMs, last);
+          setTimeout(() => delayed.push(chunk), last - Date.now());
+        },
+      });
+      client.pipe(delayed).pipe(upstream).pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });

@@ -9,6 +9,9 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Redis } from 'ioredis';
 import { modernRpc, textOf, waitFor } from '../helpers/mcp.js';
 import { startRoundRobin } from '../helpers/balancer.js';
@@ -153,6 +156,37 @@ describe('tasks and rounds across API instances (Redis)', () => {
     } finally {
       await client.close();
       await balancer.stop();
+    }
+  });
+
+  it('a 2025-11-25 background task whose upstream elicits: tasks/result on another instance delivers the question, the answer reaches the instance running it', async () => {
+    const bases = [instances[1]!.url, instances[2]!.url];
+    const served: string[] = [];
+    let next = 0;
+    // Every POST to the other instance than the last one: the task's call on one, its tasks/result on the other.
+    const alternate = (input: string | URL | Request, init?: RequestInit) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      const base = init?.method === 'POST' ? bases[next++ % 2]! : bases[0]!;
+      if (init?.method === 'POST') served.push(base);
+      return fetch(`${base}${url.pathname}${url.search}`, init);
+    };
+    const client = new LegacyClient({ name: 'task-elicits-across', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    const asked: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(String(request.params.message));
+      return { action: 'accept', content: { name: 'erin' } };
+    });
+    await client.connect(new LegacyTransport(new URL(`${bases[0]}/mcp`), { fetch: alternate as typeof fetch }));
+    try {
+      const before = served.length;
+      const { task } = await client.request({ method: 'tools/call', params: { name: 'st__ask_name', arguments: { label: 'across' }, task: { ttl: 60_000 } } }, CreateTaskResultSchema);
+      const result = await client.request({ method: 'tasks/result', params: { taskId: task.taskId } }, CallToolResultSchema, { timeout: 30_000 });
+      assert.equal(textOf(result), 'across: hello erin');
+      assert.equal(asked.length, 1, 'the question reached the client once');
+      const posts = served.slice(before);
+      assert.notEqual(posts[0], posts[1], 'tasks/result was served by another instance than the call');
+    } finally {
+      await client.close();
     }
   });
 

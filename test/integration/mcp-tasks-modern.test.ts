@@ -123,4 +123,9 @@ describe('tasks extension on 2026-07-28: server-directed tasks, tasks/get, tasks
     assert.equal(unknown.error?.code, -32602);
     assert.match(unknown.error.message, /Task not found/);
   });
+
+  it('tasks/list is not a method of the 2026-07-28 extension (SEP-2663 removed it): -32601', async () => {
+    const listed = await rpc(mine, 'tasks/list', {}, WITH_TASKS);
+    assert.equal(listed.error?.code, -32601, JSON.stringify(listed));
+  });
 });

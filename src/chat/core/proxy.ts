@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { ToolrouterError } from '../../errors.js';
+import { isEventStream } from './sse.js';
 /**
  * Where a request goes under the upstream's base URL:
  * - `{ endpoint }`: POSTed as JSON to `<base>/<endpoint>` (`chat/completions`, `responses`);
@@ -39,7 +40,24 @@ export interface TurnReader<T> {
 export interface ForwardHooks<T> {
   reader?: (answer: globalThis.Response) => TurnReader<T> | undefined;
   observe?: (answer: globalThis.Response) => { push(chunk: Uint8Array): void } | undefined;
+  /**
+   * Files the turn (src/chat/core/sticky.ts) once the observer has seen the whole answer, before the caller has it:
+   * a successful answer's last bytes (not streamed) or its terminal event (streamed) wait for it, at most
+   * `settleTimeoutMs`; a slower store does not hold the reply (the filing goes on after it).
+   */
+  settle?: () => Promise<void>;
+  settleTimeoutMs?: number;
 }
+
+/**
+ * Where a streamed answer ends: the terminal event of each API (Chat Completions' `[DONE]`, Anthropic's `message_stop`,
+ * Responses' `response.completed`), named by its `event:` line or, from upstreams that send none, its data's `type`. From
+ * the chunk where one starts, the rest is held until the turn is filed; a stream without one is filed before it ends.
+ */
+const TERMINAL_EVENT = /(?:^|\n)(?:data: ?\[DONE\]|event: ?(?:message_stop|response\.completed)|data: ?\{"type": ?"(?:message_stop|response\.completed)")/;
+
+/** Bytes of the previous chunk kept to find a terminal event split over two chunks. */
+const TERMINAL_TAIL = 64;
 
 /** Most bytes of one upstream turn held back while deciding; a longer turn goes to the caller as it is. */
 const MAX_HELD_BYTES = 16 * 1024 * 1024;
@@ -98,7 +116,7 @@ export async function forwardRequest<T>(
   body: Uint8Array | string | undefined,
   upstream: UpstreamSettings,
   log: Logger,
-  { reader, observe }: ForwardHooks<T> = {},
+  { reader, observe, settle, settleTimeoutMs = 250 }: ForwardHooks<T> = {},
 ): Promise<T | undefined> {
   const controller = new AbortController();
   let timedOut = false;
@@ -174,17 +192,43 @@ export async function forwardRequest<T>(
     }
     res.flushHeaders();
     const observer = answer.ok ? observe?.(answer) : undefined;
-    async function* rest(): AsyncGenerator<Uint8Array> {
-      for (const chunk of held) {
-        observer?.push(chunk);
-        yield chunk;
-      }
+    const file = answer.ok && settle ? () => settleWithin(settle, settleTimeoutMs, log) : undefined;
+    const streamed = isEventStream(answer);
+    async function* upstreamChunks(): AsyncGenerator<Uint8Array> {
+      yield* held;
       while (!ended) {
         const { done, value } = await chunks!.read();
         if (done) return;
-        observer?.push(value);
         yield value;
       }
+    }
+    // With a turn to file, the end of the answer is held back until it is filed: streamed, from the chunk where the
+    // terminal event starts; not streamed, the last chunk (the caller needs all of a JSON body, so holding one chunk
+    // delays nothing it could use).
+    async function* rest(): AsyncGenerator<Uint8Array> {
+      const kept: Uint8Array[] = [];
+      let terminal = false;
+      let tail = '';
+      for await (const chunk of upstreamChunks()) {
+        observer?.push(chunk);
+        if (!file) {
+          yield chunk;
+        } else if (streamed) {
+          if (!terminal) {
+            const text = tail + Buffer.from(chunk).toString('latin1');
+            terminal = TERMINAL_EVENT.test(text);
+            tail = text.slice(-TERMINAL_TAIL);
+          }
+          if (terminal) kept.push(chunk);
+          else yield chunk;
+        } else {
+          const previous = kept.pop();
+          if (previous) yield previous;
+          kept.push(chunk);
+        }
+      }
+      if (file) await file();
+      yield* kept;
     }
     // Each chunk re-arms the timer: a long generation that keeps streaming is fine, a stalled one is cut.
     const watchdog = new Transform({
@@ -206,6 +250,14 @@ export async function forwardRequest<T>(
     clearTimeout(timer);
     res.off('close', onClose);
   }
+}
+
+/** Runs `settle`, waiting for it at most `timeoutMs`; its failure is logged (a turn not filed costs stickiness only). */
+async function settleWithin(settle: () => Promise<void>, timeoutMs: number, log: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const filed = settle().catch((error: unknown) => log.warn({ err: error }, 'proxied turn not filed'));
+  await Promise.race([filed, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+  clearTimeout(timer);
 }
 
 /** The caller's headers minus connection-level ones and toolrouter's own; the upstream key, when set, replaces theirs. */

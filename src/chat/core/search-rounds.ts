@@ -52,6 +52,12 @@ export interface SearchRoundInput {
   metrics?: Pick<Metrics, 'chatSearchCalls'>;
   /** Shown the answer that goes to the caller (src/chat/core/proxy.ts ForwardHooks). */
   observe?: ForwardHooks<unknown>['observe'];
+  /**
+   * Files the turn before the caller has the whole answer (ForwardHooks.settle), with the tools forwarded in the call
+   * whose answer goes to the caller and that answer's response id (Responses API).
+   */
+  settle?: (forwarded: readonly string[], responseId: string | undefined) => Promise<void>;
+  settleTimeoutMs?: number;
 }
 
 export interface SearchRoundResult {
@@ -93,6 +99,7 @@ export async function forwardWithSearch(input: SearchRoundInput): Promise<Search
     const hooks: ForwardHooks<SearchTurn> = {
       ...(intercept ? { reader: (answer: globalThis.Response) => (last.reader = dialect.searchTurnReader(settings.toolName, answer)) } : {}),
       ...(input.observe ? { observe: input.observe } : {}),
+      ...(input.settle ? { settle: () => input.settle!(forwarded, last.reader?.responseId), settleTimeoutMs: input.settleTimeoutMs } : {}),
     };
     const turn = await llmSpan({ api, model: body.model, url: upstream.url, round }, () => forwardRequest(req, res, JSON.stringify(sent), upstream, log, hooks));
     if (turn === undefined) break;

@@ -10,6 +10,10 @@
  * sent there (src/state/instances.ts). A task whose instance is gone (killed) is ended `failed`, saying so, by the
  * first instance that reads it.
  *
+ * A task's last writes (its status, its end) are this instance's to make: one that fails while Redis is away (restarting,
+ * failing over, out of memory) is kept, in order, and written when Redis answers again (PendingTaskWrites below), so a
+ * task made before a Redis restart still ends with the result its work gave.
+ *
  * A task belongs to one owner: the caller's key (or subject) and, on 2025-11-25, its session. Another owner gets "task
  * not found", exactly as for an id that never existed. Tasks are bounded per owner and in total, and are forgotten
  * `ttl` after creation (the requested ttl, capped); a task still running then is cancelled.
@@ -17,6 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CreateTaskOptions, TaskStore as SdkTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import type { Result, Task } from '@modelcontextprotocol/sdk/types.js';
+import type { Logger } from 'pino';
 import type { Access } from '../../auth/access.js';
 import { InstanceGoneError, LocalInstances, type InstanceRegistry } from '../../state/instances.js';
 import { LocalRoundSecrets, type RoundSecrets } from '../../state/rounds.js';
@@ -36,6 +41,12 @@ export interface GatewayTasksOptions {
   maxTtlMs: number;
   /** What toolrouter suggests between two tasks/get. */
   pollIntervalMs: number;
+  /**
+   * Status and result writes kept while Redis is away, at most (the oldest status changes go first, then the oldest
+   * writes of any kind, logged).
+   * @defaultValue 10000
+   */
+  maxPendingWrites?: number;
 }
 
 export const DEFAULT_TASKS_OPTIONS: GatewayTasksOptions = {
@@ -54,6 +65,8 @@ export interface GatewayTasksState {
   instances?: InstanceRegistry;
   /** The secret 2026-07-28 requestState is signed with (src/mcp/relay/rounds.ts); shared through Redis when scaled out. */
   roundSecrets?: RoundSecrets;
+  /** Where writes kept for later are reported. */
+  log?: Pick<Logger, 'warn' | 'info'>;
 }
 
 /** Whose tasks these are: the signed-in subject, else the key, else the kind of caller (admin, open service). */
@@ -82,6 +95,8 @@ export class GatewayTasks {
   readonly inputs = new TaskInputs();
   /** The work of tasks running in this process. */
   private readonly running = new Map<string, Running>();
+  /** Status and result writes that Redis refused or did not answer, written again, in order, once it does. */
+  readonly pending: PendingTaskWrites;
 
   constructor(
     private readonly options: GatewayTasksOptions = DEFAULT_TASKS_OPTIONS,
@@ -90,6 +105,7 @@ export class GatewayTasks {
     this.store = state.store ?? new MemoryTaskStore();
     this.instances = state.instances ?? new LocalInstances();
     this.roundSecrets = state.roundSecrets ?? new LocalRoundSecrets();
+    this.pending = new PendingTaskWrites(this.store, options.maxPendingWrites ?? 10_000, state.log);
     // Sent here by the instance a client's tasks/cancel or tasks/update reached.
     this.instances.handle('task.cancel', async (body) => {
       this.stop((body as { taskId: string }).taskId);
@@ -112,6 +128,7 @@ export class GatewayTasks {
     const now = new Date().toISOString();
     const task: Task = { taskId: randomBytes(16).toString('hex'), status: 'working', ttl, createdAt: now, lastUpdatedAt: now, pollInterval: this.options.pollIntervalMs };
     await this.store.create({ task, owner, instance: this.instances.id }, this.options);
+    this.pending.expiresAt.set(task.taskId, Date.now() + ttl);
     const running: Running = { abort: new AbortController(), expiry: setTimeout(() => this.stop(task.taskId), ttl) };
     running.expiry.unref();
     this.running.set(task.taskId, running);
@@ -186,7 +203,8 @@ export class GatewayTasks {
 
   /** A running task's status (working ↔ input_required), with its outstanding input requests for any instance to show. */
   async progress(taskId: string, status: 'working' | 'input_required', inputRequests?: InputRequests): Promise<void> {
-    await this.store.progress(taskId, status, inputRequests);
+    this.pending.write({ taskId, kind: 'progress', status, ...(inputRequests === undefined ? {} : { inputRequests }) });
+    await this.pending.settled(taskId);
   }
 
   /**
@@ -247,8 +265,10 @@ export class GatewayTasks {
   }
 
   private async end(taskId: string, end: TaskEnd): Promise<void> {
-    // A cancelled task stays cancelled when its work ends afterwards (finish writes once).
-    await this.store.finish(taskId, end).catch(() => {});
+    // A cancelled task stays cancelled when its work ends afterwards (finish writes once). Kept for later while Redis
+    // is away; this resolves once written or kept.
+    this.pending.write({ taskId, kind: 'finish', end });
+    await this.pending.settled(taskId);
   }
 
   /** A message to the instance running a task; a gone instance needs none (its task reads failed or ended already). */
@@ -275,6 +295,140 @@ export class GatewayTasks {
     clearTimeout(running.expiry);
     this.running.delete(taskId);
   }
+}
+
+/** A status or result write of a task running here, as kept until the store takes it. */
+export type TaskWrite =
+  | { taskId: string; kind: 'progress'; status: 'working' | 'input_required'; inputRequests?: InputRequests }
+  | { taskId: string; kind: 'finish'; end: TaskEnd };
+
+/** Waits after a failed write, doubling up to this bound: a task's end is written at most this long after Redis is back. */
+const MAX_RETRY_DELAY_MS = 1_000;
+
+/**
+ * The writes tasks running in this process make (status changes, ends), in the order they were made. Each is tried at
+ * once; one that fails (Redis restarting, failing over, out of memory, unreachable) stays, and so does every later one
+ * (the order of a task's writes is its history), retried with a growing delay until Redis takes them. Bounded: beyond
+ * `max`, the oldest status change goes first (its task's end, if any, still follows), else the oldest write. A write
+ * for a task past its ttl is dropped (the record is gone with it).
+ */
+export class PendingTaskWrites {
+  private readonly queue: TaskWrite[] = [];
+  /** Each task's expiry (ms), so a write kept beyond it is dropped; set by GatewayTasks.start. */
+  readonly expiresAt = new Map<string, number>();
+  private flushing: Promise<void> | undefined;
+  private delayMs = 0;
+  private readonly waiters = new Map<string, (() => void)[]>();
+  private dropped = 0;
+
+  constructor(
+    private readonly store: TaskStore,
+    private readonly max: number,
+    private readonly log?: Pick<Logger, 'warn' | 'info'>,
+  ) {}
+
+  /** Writes kept, not yet taken by the store. */
+  get size(): number {
+    return this.queue.length;
+  }
+
+  /** Queues a write and starts writing; `settled` tells when it was written or found unwritable for now. */
+  write(write: TaskWrite): void {
+    if (this.queue.length >= this.max) this.shed();
+    this.queue.push(write);
+    this.flush();
+  }
+
+  /** Resolves once every kept write is written (true), or after `timeoutMs` with some still kept (false). */
+  async flushed(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.queue.length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    return this.queue.length === 0;
+  }
+
+  /** Resolves once `taskId` has no write in flight: written, or kept for later because Redis refused it. */
+  settled(taskId: string): Promise<void> {
+    if (!this.queue.some((write) => write.taskId === taskId)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.waiters.get(taskId) ?? [];
+      list.push(resolve);
+      this.waiters.set(taskId, list);
+    });
+  }
+
+  private flush(): void {
+    if (this.flushing) return;
+    this.flushing = this.drain().finally(() => {
+      this.flushing = undefined;
+      if (this.queue.length > 0) this.flush();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const write = this.queue[0]!;
+      if ((this.expiresAt.get(write.taskId) ?? Infinity) <= Date.now()) {
+        this.queue.shift();
+        this.release(write.taskId);
+        continue;
+      }
+      try {
+        if (write.kind === 'finish') await this.store.finish(write.taskId, write.end);
+        else await this.store.progress(write.taskId, write.status, write.inputRequests);
+      } catch (error) {
+        if (!transient(error)) {
+          // Refused for what it is (a script error), not because Redis is away: retrying would hold every later write.
+          this.log?.warn({ err: error, taskId: write.taskId }, 'task status not written: refused by the store; dropped');
+          this.queue.shift();
+          this.release(write.taskId);
+          continue;
+        }
+        // Every waiting task hears "kept": its caller goes on; the write follows when Redis is back.
+        for (const taskId of [...this.waiters.keys()]) this.wake(taskId);
+        if (this.delayMs === 0) this.log?.warn({ err: error, pending: this.queue.length }, 'task status not written (Redis unavailable); kept and retried until Redis answers');
+        this.delayMs = Math.min(Math.max(this.delayMs * 2, 50), MAX_RETRY_DELAY_MS);
+        const delay = this.delayMs;
+        await new Promise((resolve) => setTimeout(resolve, delay).unref());
+        continue;
+      }
+      if (this.delayMs > 0) this.log?.info({ pending: this.queue.length - 1 }, 'kept task writes are being written again');
+      this.delayMs = 0;
+      this.queue.shift();
+      if (write.kind === 'finish') this.expiresAt.delete(write.taskId);
+      this.release(write.taskId);
+    }
+  }
+
+  /** Wakes the waiters of a task once none of its writes remain. */
+  private release(taskId: string): void {
+    if (!this.queue.some((write) => write.taskId === taskId)) this.wake(taskId);
+  }
+
+  private wake(taskId: string): void {
+    const list = this.waiters.get(taskId);
+    this.waiters.delete(taskId);
+    for (const resolve of list ?? []) resolve();
+  }
+
+  private shed(): void {
+    const progress = this.queue.findIndex((write, index) => index > 0 && write.kind === 'progress');
+    const [dropped] = this.queue.splice(progress > 0 ? progress : 1, 1);
+    this.dropped++;
+    if (dropped) this.release(dropped.taskId);
+    if (this.dropped === 1 || this.dropped % 1000 === 0) this.log?.warn({ dropped: this.dropped, max: this.max }, 'too many task writes kept while Redis is away; the oldest were dropped');
+  }
+}
+
+/**
+ * Whether a store error means Redis is away for now (the write may succeed later): anything but an error reply, and
+ * the error replies of a Redis that cannot write yet (out of memory, loading its data, a replica or a cluster without
+ * a master). Redis's error replies reach here as the cause of the store's RedisUnavailableError.
+ */
+function transient(error: unknown): boolean {
+  for (let cause = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'ReplyError') return /^(OOM|READONLY|LOADING|BUSY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MOVED|ASK|NOREPLICAS)\b/.test(cause.message);
+  }
+  return true;
 }
 
 function failedResult(message: string): Result {

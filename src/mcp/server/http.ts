@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { QueuedMessage, TaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
@@ -42,6 +43,12 @@ export interface McpHttpOptions {
    * instance does not hold re-creates it here from the store. @defaultValue a MemorySessionStore (this process only)
    */
   sessionStore?: SessionStore;
+  /**
+   * Where background tasks' queued messages wait for tasks/result, with a shared session store: shared too (Redis), so
+   * tasks/result on any instance delivers what the upstream running the task on another one asks.
+   * @defaultValue each session's own queue, in this process
+   */
+  taskMessages?: TaskMessageQueue;
   metrics?: Metrics;
   log: Logger;
 }
@@ -85,6 +92,9 @@ interface Session {
  * (`<tag>:<id>`, unique across instances, where the SDK counts from 0 in every process), and an answer whose id this
  * copy did not send is passed to the instance that did (http.ts, `answers`).
  */
+/** A request id tagged by a SessionTransport copy (`<8 hex>:<the SDK's id>`). */
+const TAGGED = /^[0-9a-f]{8}:/;
+
 class SessionTransport extends StreamableHTTPServerTransport {
   /** True when it took the notification (passed on, or dropped); false: send it here. */
   route: ((message: JSONRPCNotification) => Promise<boolean>) | undefined;
@@ -95,8 +105,25 @@ class SessionTransport extends StreamableHTTPServerTransport {
   private readonly asked = new Map<string, string | number>();
   private handler: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined;
 
+  /**
+   * Tags a request's id as sent by this copy without sending it (a background task's request queued for tasks/result,
+   * which another instance may deliver): the client's answer then finds its way back here.
+   */
+  tagQueued(id: string | number): string | number {
+    if (!this.tagRequests) return id;
+    const wire = `${this.tag}:${String(id)}`;
+    this.asked.set(wire, id);
+    return wire;
+  }
+
+  /** The SDK's own id of a request this copy tagged (and still awaits an answer to); others as they are. */
+  untag(id: string | number): string | number {
+    return typeof id === 'string' ? (this.asked.get(id) ?? id) : id;
+  }
+
   override async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
-    if (this.tagRequests && isJSONRPCRequest(message)) {
+    // Already tagged (a queued request of a task another copy runs, delivered here by tasks/result): sent as it is.
+    if (this.tagRequests && isJSONRPCRequest(message) && !(typeof message.id === 'string' && TAGGED.test(message.id))) {
       const wire = `${this.tag}:${String(message.id)}`;
       this.asked.set(wire, message.id);
       return super.send({ ...message, id: wire }, options);
@@ -237,8 +264,13 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
         await store.touch(record.id, { subscriptions: add === undefined ? subscriptions : [...subscriptions, add] });
       },
     };
+    // Shared sessions share their tasks' queued messages: a request queued here carries this copy's tag, so the client's
+    // answer, posted to any instance, comes back here where the upstream waits for it.
+    const late: { transport?: SessionTransport } = {};
+    if (options.taskMessages && store.shared) state.taskMessages = taggedQueue(options.taskMessages, late);
     const server = createMcpServer(gateway, log, () => caller.access, state);
     const transport: SessionTransport = new SessionTransport({ sessionIdGenerator: sessionId, onsessioninitialized });
+    late.transport = transport;
     transport.tagRequests = store.shared;
     const session: Session = { transport, caller, owner, open: 0, lastActive: Date.now(), holder, used: false, listening: 0, state };
     // connect() chains the server's own close handling (which detaches it from the gateway) after this one.
@@ -509,3 +541,20 @@ export const mcpErrorShape: FaceErrorShape = {
     res.status(mapped.status).json({ jsonrpc: '2.0', id: null, error: { code: rpcCode, message, data: { code } } });
   },
 };
+
+/**
+ * A shared task message queue as one session copy uses it: requests it queues get its tag (tagQueued), and what it
+ * takes back to clear a task's queue gets the SDK's own ids again (so the SDK rejects the requests still waiting).
+ */
+function taggedQueue(queue: TaskMessageQueue, copy: { transport?: SessionTransport }): TaskMessageQueue {
+  const own = (message: QueuedMessage): QueuedMessage =>
+    message.type === 'request' && copy.transport ? { ...message, message: { ...message.message, id: copy.transport.untag(message.message.id) } } : message;
+  return {
+    enqueue: (taskId, message, sessionId, maxSize) => {
+      const tagged = message.type === 'request' && copy.transport ? { ...message, message: { ...message.message, id: copy.transport.tagQueued(message.message.id) } } : message;
+      return queue.enqueue(taskId, tagged, sessionId, maxSize);
+    },
+    dequeue: (taskId, sessionId) => queue.dequeue(taskId, sessionId),
+    dequeueAll: async (taskId, sessionId) => (await queue.dequeueAll(taskId, sessionId)).map(own),
+  };
+}

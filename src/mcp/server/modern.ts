@@ -22,6 +22,7 @@ import { Access } from '../../auth/access.js';
 import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues, readableParams } from './params.js';
 import { bareMessage } from './rpc-error.js';
+import { isSharedStateUnavailable, SHARED_STATE_DATA, SHARED_STATE_MESSAGE, SHARED_STATE_UNAVAILABLE } from './unavailable.js';
 import { declared } from '../relay/channel.js';
 import { InputRounds, RoundHolderGoneError } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
@@ -112,6 +113,8 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
     return await work();
   } catch (error) {
     if (error instanceof McpError) throw new ProtocolError(error.code, bareMessage(error.code, error.message), error.data);
+    // Redis away (restarting, out of memory): retryable, without Redis's own words (unavailable.ts).
+    if (isSharedStateUnavailable(error)) throw new ProtocolError(SHARED_STATE_UNAVAILABLE, SHARED_STATE_MESSAGE, { ...SHARED_STATE_DATA });
     throw error;
   }
 }

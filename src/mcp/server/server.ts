@@ -1,3 +1,4 @@
+import type { TaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { Protocol } from '@modelcontextprotocol/sdk/shared/protocol.js';
@@ -27,6 +28,7 @@ import type { Tool } from '../../catalog/types.js';
 import { briefTool } from '../../search/coverage.js';
 import { SELECT_PREFIX } from '../../search/search.js';
 import { RpcError, withBareError } from './rpc-error.js';
+import { isSharedStateUnavailable, retryableTaskStore, sharedStateError } from './unavailable.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { guardParams, loose, parseParams } from './params.js';
 import { URL_ELICITATION_REQUIRED, UrlElicitationRequiredError } from '../upstream/oauth/elicitation.js';
@@ -111,6 +113,11 @@ export interface McpSessionState {
    * from the shared store, so its tasks must stay readable; they end by their own TTL instead.
    */
   outlivesClose?: boolean;
+  /**
+   * Where a background task's queued messages (what its upstream asks or logs) wait for tasks/result: shared by every
+   * instance when sessions are (src/state/redis/task-messages.ts). @defaultValue this connection's own queue
+   */
+  taskMessages?: TaskMessageQueue;
 }
 
 /**
@@ -134,14 +141,15 @@ export function createMcpServer(gateway: McpGateway, log: Logger, caller: Access
   const taskOwner = (sessionId: string | undefined) => `${ownerOf(accessNow())} ${sessionId ?? connection}`;
   // The session this connection served tasks for (the transport is gone by the time the connection's close runs).
   let taskSession: string | undefined;
-  const taskStore = gateway.tasks.storeFor(taskOwner);
+  // A Redis outage reads as a retryable JSON-RPC error (unavailable.ts), never as Redis's text in a -32603.
+  const taskStore = retryableTaskStore(gateway.tasks.storeFor(taskOwner));
   const server = new BareErrorServer(IMPLEMENTATION, {
     capabilities: CAPABILITIES,
     instructions: instructions(gateway, accessNow()),
     taskStore,
     // What a background task's upstream asks or logs waits here for the client's tasks/result, which delivers it
     // (MCP 2025-11-25 tasks, input_required): one queue per session, bounded per task.
-    taskMessageQueue: new InMemoryTaskMessageQueue(),
+    taskMessageQueue: state?.taskMessages ?? new InMemoryTaskMessageQueue(),
     maxTaskQueueSize: TASK_QUEUE_SIZE,
   });
   // A session's own searches are filed under its id, so whichever instance serves its next request finds them; a
@@ -287,6 +295,7 @@ export async function startTask<T>(start: () => Promise<T>): Promise<T> {
     return await start();
   } catch (error) {
     if (error instanceof TaskLimitError) throw new RpcError(ErrorCode.InvalidRequest, error.message);
+    if (isSharedStateUnavailable(error)) throw sharedStateError();
     throw error;
   }
 }

@@ -4,10 +4,12 @@
  * sorted set by creation time, every id in one by expiry (the total bound). Creating, progressing and finishing are
  * Lua scripts, so the bounds hold across instances and a task ends exactly once (the first finish wins). On a cluster
  * every key carries the deployment's hash tag (RedisKeys), so a script touching an owner's other tasks stays in one slot.
+ * A command Redis refuses or does not answer (down, restarting, out of memory) is a RedisUnavailableError, never
+ * Redis's own text: the MCP faces answer it as a retryable error (src/mcp/server/unavailable.ts).
  */
 import { createHash } from 'node:crypto';
 import type { Result, Task } from '@modelcontextprotocol/sdk/types.js';
-import type { RedisClient, RedisKeys } from '../../redis/connection.js';
+import { withRedis, type RedisClient, type RedisKeys } from '../../redis/connection.js';
 import { TaskLimitError, tooManyMessage, type InputRequests, type TaskEnd, type TaskLimits, type TaskRecord, type TaskStore } from '../tasks.js';
 
 const ENDED = `local function ended(s) return s == 'completed' or s == 'failed' or s == 'cancelled' end`;
@@ -76,7 +78,7 @@ export class RedisTaskStore implements TaskStore {
 
   async create(record: TaskRecord, limits: TaskLimits): Promise<void> {
     const { task } = record;
-    const outcome = await this.redis.eval(
+    const outcome = await withRedis('creating the task', () => this.redis.eval(
       CREATE,
       3,
       this.keys.task(task.taskId),
@@ -91,22 +93,22 @@ export class RedisTaskStore implements TaskStore {
       String(limits.maxPerOwner),
       String(limits.maxTotal),
       this.keys.task(''),
-    );
+    ));
     if (outcome === 'owner' || outcome === 'total') throw new TaskLimitError(tooManyMessage(outcome, limits));
   }
 
   async get(taskId: string): Promise<TaskRecord | undefined> {
-    const fields = await this.redis.hgetall(this.keys.task(taskId));
+    const fields = await withRedis('reading the task', () => this.redis.hgetall(this.keys.task(taskId)));
     return fields.task === undefined ? undefined : recordOf(fields);
   }
 
   async progress(taskId: string, status: 'working' | 'input_required', inputRequests: InputRequests | undefined): Promise<void> {
     const inputs = status === 'input_required' && inputRequests ? JSON.stringify(inputRequests) : '';
-    await this.redis.eval(PROGRESS, 1, this.keys.task(taskId), status, new Date().toISOString(), inputs);
+    await withRedis('writing the task\'s status', () => this.redis.eval(PROGRESS, 1, this.keys.task(taskId), status, new Date().toISOString(), inputs));
   }
 
   async finish(taskId: string, end: TaskEnd): Promise<boolean> {
-    const ended = await this.redis.eval(
+    const ended = await withRedis('writing the task\'s end', () => this.redis.eval(
       FINISH,
       1,
       this.keys.task(taskId),
@@ -116,11 +118,15 @@ export class RedisTaskStore implements TaskStore {
       end.error ? JSON.stringify(end.error) : '',
       end.statusMessage ?? '',
       end.statusMessage === undefined ? '0' : '1',
-    );
+    ));
     return ended === 1;
   }
 
   async list(owner: string): Promise<TaskRecord[]> {
+    return withRedis('listing the tasks', () => this.listed(owner));
+  }
+
+  private async listed(owner: string): Promise<TaskRecord[]> {
     const ids = await this.redis.zrange(this.keys.taskOwner(ownerHash(owner)), '0', '-1');
     if (ids.length === 0) return [];
     // Only what a listing needs: results stay in Redis.
@@ -137,6 +143,10 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async delete(taskId: string): Promise<void> {
+    await withRedis('deleting the task', () => this.deleted(taskId));
+  }
+
+  private async deleted(taskId: string): Promise<void> {
     const owner = await this.redis.hget(this.keys.task(taskId), 'owner');
     const multi = this.redis.multi().del(this.keys.task(taskId)).zrem(this.keys.tasksAll, taskId);
     if (owner !== null) multi.zrem(this.keys.taskOwner(ownerHash(owner)), taskId);

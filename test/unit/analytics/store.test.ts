@@ -6,6 +6,7 @@ import { MemorySearchLogStore, RedisSearchLogStore, type LogRetention, type Sear
 import { DAY_MS, type SearchRecord } from '../../../src/analytics/types.js';
 import { RedisKeys } from '../../../src/redis/connection.js';
 import { REDIS_URL } from '../../helpers/processes.js';
+import { overRedisForms } from '../../helpers/redis-contract.js';
 
 /** One contract, both stores (STYLE habit 7): the in-process log and the Redis log every instance shares. */
 const redis = new Redis(REDIS_URL);
@@ -34,7 +35,7 @@ function record(id: string, time: number, tools: string[], extra: Partial<Search
   return { id, time, surface: 'mcp', key: 'k1', query: `query ${id}`, results: tools.map((name, i) => ({ name, score: 0.9 - i / 10 })), matched: tools.length, abstained: tools.length === 0, ms: 1.5, ...extra };
 }
 
-for (const [name, open] of Object.entries(STORES)) {
+function logContract(name: string, open: (retention: LogRetention, now: () => number) => SearchLogStore): void {
   describe(`search log store: ${name}`, () => {
     it('keeps the newest maxEntries searches, none older than maxAgeDays, and lists newest first', async () => {
       const store = open({ maxEntries: 3, maxAgeDays: 10 }, now);
@@ -83,3 +84,11 @@ for (const [name, open] of Object.entries(STORES)) {
     });
   });
 }
+
+for (const [name, open] of Object.entries(STORES)) logContract(name, open);
+
+// The same contract on the suite's Redis Cluster (hash-tagged keys: the scripts' keys share one slot).
+overRedisForms('analytics', (label, cluster, prefix, hashTag) => {
+  if (!hashTag) return; // the single Redis runs above
+  logContract(label, (retention, now) => new RedisSearchLogStore({ redis: cluster(), keys: new RedisKeys(prefix(), { hashTag }) } as never, retention, now));
+});

@@ -12,6 +12,7 @@ import { RedisKeys } from '../../../src/redis/connection.js';
 import { RedisSessionStore } from '../../../src/state/redis/sessions.js';
 import { MemorySessionStore, type SessionRecord, type SessionSignal, type SessionStore, type SessionTtl } from '../../../src/state/sessions.js';
 import { REDIS_URL } from '../../helpers/processes.js';
+import { overRedisForms } from '../../helpers/redis-contract.js';
 
 const prefix = `trtest-sessions-${process.pid}-${randomUUID().slice(0, 8)}`;
 const buses: RedisBus[] = [];
@@ -55,7 +56,7 @@ after(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-for (const variant of variants) {
+function sessionContract(variant: (typeof variants)[number]): void {
   describe(`SessionStore (${variant.name})`, () => {
     it('keeps what a session is, as stored, and reads it from another instance', async () => {
       const { store, peer = store } = variant.open({ idleMs: 60_000 });
@@ -136,3 +137,23 @@ for (const variant of variants) {
     });
   });
 }
+
+for (const variant of variants) sessionContract(variant);
+
+// The same contract on the suite's Redis Cluster (hash-tagged keys), each instance with its own bus.
+overRedisForms('session', (label, _redis, prefix, hashTag, settings) => {
+  const opened: RedisBus[] = [];
+  after(async () => {
+    for (const bus of opened.splice(0)) await bus.close();
+  });
+  if (!hashTag) return; // the single Redis runs above, with its leftovers removed
+  sessionContract({
+    name: label,
+    open: (ttl) => {
+      const keys = new RedisKeys(prefix(), { hashTag });
+      const [one, two] = [0, 1].map((n) => new RedisBus({ redis: settings(), keys, log: pino({ level: 'silent' }), connectionName: `sessions-cluster-${opened.length}-${n}` }));
+      opened.push(one!, two!);
+      return { store: new RedisSessionStore(one!, ttl), peer: new RedisSessionStore(two!, ttl) };
+    },
+  });
+});

@@ -9,38 +9,19 @@ import { InstanceGoneError, LocalInstances, type InstanceRegistry } from '../../
 import { RedisInstances } from '../../../src/state/redis/instances.js';
 import { RedisTaskStore } from '../../../src/state/redis/tasks.js';
 import { MemoryTaskStore, TaskLimitError, type TaskStore } from '../../../src/state/tasks.js';
-import { REDIS_URL } from '../../helpers/processes.js';
+import { overRedisForms } from '../../helpers/redis-contract.js';
 
 const log = pino({ level: 'silent' });
 const limits = { maxPerOwner: 2, maxTotal: 3 };
-const buses: RedisBus[] = [];
 
-function bus(prefix: string): RedisBus {
-  const opened = new RedisBus({ url: REDIS_URL, keys: new RedisKeys(prefix), log, connectionName: `test-tasks-${prefix}` });
-  buses.push(opened);
-  return opened;
-}
-
-after(async () => {
-  // Only this suite's keys (its random prefixes), then the connections.
-  for (const opened of buses) {
-    const keys = await opened.redis.keys(`${opened.keys.prefix}:*`);
-    if (keys.length > 0) await opened.redis.del(...keys);
-    await opened.close();
-  }
-});
 
 function task(ttl = 60_000): Task {
   const now = new Date().toISOString();
   return { taskId: randomUUID().replaceAll('-', ''), status: 'working', ttl, createdAt: now, lastUpdatedAt: now, pollInterval: 100 };
 }
 
-const STORES: [string, () => TaskStore][] = [
-  ['memory', () => new MemoryTaskStore()],
-  ['Redis', () => new RedisTaskStore(bus(`trtest-${randomUUID().slice(0, 8)}`).redis, buses.at(-1)!.keys)],
-];
-
-for (const [name, open] of STORES) {
+/** The TaskStore contract over one store kind; `open` gives a store of its own (a fresh prefix for Redis). */
+function taskContract(name: string, open: () => TaskStore): void {
   describe(`TaskStore contract (${name})`, () => {
     it('keeps a record with its owner and instance; progress shows input requests; a task ends once, the first end wins', async () => {
       const store = open();
@@ -105,6 +86,10 @@ for (const [name, open] of STORES) {
   });
 }
 
+taskContract('memory', () => new MemoryTaskStore());
+// The single Redis and the three-master Cluster (hash-tagged keys: an owner's scripts stay in one slot).
+overRedisForms('task', (label, redis, prefix, hashTag) => taskContract(label, () => new RedisTaskStore(redis(), new RedisKeys(prefix(), { hashTag }))));
+
 describe('instance registry', () => {
   it('without Redis: this instance only; a message to another is InstanceGoneError', async () => {
     const local = new LocalInstances();
@@ -115,33 +100,61 @@ describe('instance registry', () => {
     await assert.rejects(local.ask('someone-else', 'echo', {}, 1_000), InstanceGoneError);
   });
 
-  it('with Redis: each instance sees the other alive, asks it and gets its answer or its error; a closed one is gone at once, and one that stops beating is gone within the TTL', async () => {
-    const prefix = `trtest-${randomUUID().slice(0, 8)}`;
-    const options = { log, heartbeatTtlMs: 600, heartbeatIntervalMs: 100 };
-    const one: InstanceRegistry = await RedisInstances.start(bus(prefix), options);
-    const two = await RedisInstances.start(bus(prefix), options);
-    two.handle('double', async (body) => (body as number) * 2);
-    two.handle('fail', async () => {
-      throw new Error('no such round');
+});
+
+/** The registry over a Redis form: two (then three) instances on one prefix, each with its own bus, as processes have. */
+function registryContract(label: string, open: () => { bus: () => RedisBus }, close: () => Promise<void>): void {
+  describe(`instance registry (${label})`, () => {
+    // Heartbeats and closed marks expire by themselves: only the connections to close.
+    after(close);
+    it('with Redis: each instance sees the other alive, asks it and gets its answer or its error; a closed one is gone at once, and one that stops beating is gone within the TTL', async () => {
+      const { bus } = open();
+      const options = { log, heartbeatTtlMs: 600, heartbeatIntervalMs: 100 };
+      const one: InstanceRegistry = await RedisInstances.start(bus(), options);
+      const two = await RedisInstances.start(bus(), options);
+      two.handle('double', async (body) => (body as number) * 2);
+      two.handle('fail', async () => {
+        throw new Error('no such round');
+      });
+      assert.notEqual(one.id, two.id);
+      assert.equal(await one.isAlive(two.id), true);
+      assert.equal(await one.ask(two.id, "double", 21, 5_000), 42);
+      await assert.rejects(one.ask(two.id, 'fail', null, 5_000), /no such round/);
+      // A question in flight when the other stops beating (a kill -9 cannot delete its key): gone, not a timeout.
+      two.handle('slow', () => new Promise(() => {}));
+      const asked = one.ask(two.id, 'slow', null, 30_000);
+      clearInterval((two as unknown as { heartbeat: NodeJS.Timeout }).heartbeat);
+      const started = Date.now();
+      await assert.rejects(asked, InstanceGoneError);
+      assert.ok(Date.now() - started < 5_000);
+      assert.equal(await one.isAlive(two.id), false);
+      await two.close();
+      const three = await RedisInstances.start(bus(), options);
+      assert.equal(await one.isAlive(three.id), true);
+      await three.close();
+      assert.equal(await one.isAlive(three.id), false, 'a closed instance is gone at once');
+      await assert.rejects(one.ask(three.id, 'double', 1, 1_000), InstanceGoneError);
+      await one.close();
     });
-    assert.notEqual(one.id, two.id);
-    assert.equal(await one.isAlive(two.id), true);
-    assert.equal(await one.ask(two.id, "double", 21, 5_000), 42);
-    await assert.rejects(one.ask(two.id, 'fail', null, 5_000), /no such round/);
-    // A question in flight when the other stops beating (a kill -9 cannot delete its key): gone, not a timeout.
-    two.handle('slow', () => new Promise(() => {}));
-    const asked = one.ask(two.id, 'slow', null, 30_000);
-    clearInterval((two as unknown as { heartbeat: NodeJS.Timeout }).heartbeat);
-    const started = Date.now();
-    await assert.rejects(asked, InstanceGoneError);
-    assert.ok(Date.now() - started < 5_000);
-    assert.equal(await one.isAlive(two.id), false);
-    await two.close();
-    const three = await RedisInstances.start(bus(prefix), options);
-    assert.equal(await one.isAlive(three.id), true);
-    await three.close();
-    assert.equal(await one.isAlive(three.id), false, 'a closed instance is gone at once');
-    await assert.rejects(one.ask(three.id, 'double', 1, 1_000), InstanceGoneError);
-    await one.close();
   });
+}
+
+overRedisForms('instance', (label, _redis, prefix, hashTag, settings) => {
+  const buses: RedisBus[] = [];
+  registryContract(
+    label,
+    () => {
+      const keys = new RedisKeys(prefix(), { hashTag });
+      return {
+        bus: () => {
+          const opened = new RedisBus({ redis: settings(), keys, log, connectionName: `test-instances-${buses.length}` });
+          buses.push(opened);
+          return opened;
+        },
+      };
+    },
+    async () => {
+      for (const opened of buses.splice(0)) await opened.close();
+    },
+  );
 });
