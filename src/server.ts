@@ -45,6 +45,7 @@ import { SearchService } from './search/search.js';
 import type { AuditSink } from './audit/types.js';
 import { SecretScanner } from './guardrails/secrets.js';
 import { PolicyService } from './policy/service.js';
+import { policyRoutes } from './mcp/server/policy-routes.js';
 import { createReranker } from './search/rerank.js';
 import { consoleDir, shippedModelsDir } from './package-root.js';
 
@@ -200,6 +201,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     },
     log: log.child({ component: 'governance' }),
   });
+  routers.push(policyRoutes({ gateway: mcp.gateway, keys: () => auth.store.list(), groupsClaim: config.policy.groupsClaim }));
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
@@ -228,6 +230,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     log,
     bodyLimit: config.bodyLimit,
     maxQueryLength: config.search.maxQueryLength,
+    policyView: (access) => mcp.gateway.policyView(access),
     jsonDepth: config.limits.jsonDepth,
     indexGraceMs: config.ready.indexGraceMs,
     routers,

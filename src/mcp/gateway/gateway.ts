@@ -193,6 +193,36 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     return policy?.active ? `${access.viewKey}\u0000${policy.viewKey(access)}` : access.viewKey;
   }
 
+  /**
+   * What policy would decide for this caller calling `name` with `args` (POST /v1/policy/check): the decision, the
+   * deciding policies, and the confirmation a @confirm policy would ask. Without policies every call is permitted.
+   */
+  checkPolicy(
+    name: string,
+    args: Record<string, unknown> | undefined,
+    access: Access,
+    surface: AuditSurface = 'mcp',
+  ): { decision: 'permit' | 'deny'; policies: string[]; confirm?: { question: string; policy: string }; mode?: 'enforce' | 'log' } {
+    const entry = this.catalog.get(name);
+    if (!entry) throw new GatewayError('not_found', `unknown tool "${name}"`);
+    const policy = this.governance?.options.policy;
+    if (!policy?.active) return { decision: 'permit', policies: [] };
+    const decided = policy.decide({ action: 'call_tool', access, target: this.targetOf(entry), arguments: args, surface });
+    return {
+      decision: decided.allowed ? 'permit' : 'deny',
+      policies: decided.policies,
+      ...(decided.confirm ? { confirm: decided.confirm } : {}),
+      mode: decided.enforced ? 'enforce' : 'log',
+    };
+  }
+
+  /** For faces searching the catalog themselves (REST search): what policy lets this caller see, and its view key. */
+  policyView(access: Access): { visible: (entry: CatalogEntry) => boolean; key: string } | undefined {
+    const policy = this.governance?.options.policy;
+    if (!policy?.active) return undefined;
+    return { visible: (entry) => policy.mayPermit(access, this.targetOf(entry)), key: policy.viewKey(access) };
+  }
+
   private targetOf(entry: CatalogEntry): PolicyTarget {
     const server = entry.server ?? entry.source;
     const prefix = this.settings.separator === '' ? '' : `${server}${this.settings.separator}`;
