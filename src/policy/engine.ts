@@ -182,9 +182,10 @@ function targetEntity(action: PolicyAction, target: PolicyTarget): cedar.EntityJ
     attrs: {
       name: target.name,
       server: target.server,
-      // The MCP spec's defaults where the tool says nothing.
+      // The MCP spec's defaults where the tool says nothing; destructiveHint means something only for a tool that is
+      // not read-only, so a read-only tool is never destructive.
       readOnlyHint: hints.readOnlyHint ?? false,
-      destructiveHint: hints.destructiveHint ?? true,
+      destructiveHint: hints.readOnlyHint === true ? false : (hints.destructiveHint ?? true),
       idempotentHint: hints.idempotentHint ?? false,
       openWorldHint: hints.openWorldHint ?? true,
     },

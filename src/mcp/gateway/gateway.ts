@@ -374,6 +374,12 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     return entry && this.upstreams.ownsSource(entry.source) && access.canSee(entry) && this.policyAllows(entry, access) ? entry : undefined;
   }
 
+  /** A real tool the caller's key allows, whatever policy says (calls: the governed path decides and says why). */
+  private reachable(name: string, access: Access): CatalogEntry | undefined {
+    const entry = this.catalog.get(name);
+    return entry && this.upstreams.ownsSource(entry.source) && access.canSee(entry) ? entry : undefined;
+  }
+
   /**
    * Resolves once every upstream has finished its first connection attempt and the index covers what they listed, or
    * when the start-up wait is over, whichever comes first; at once ever after.
@@ -482,7 +488,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     if (this.isVirtual(name, access) || this.isCodeTool(name, access)) {
       throw new GatewayError('recursion', `"${name}" is one of toolrouter's own tools; call it directly, not through ${this.settings.callToolName}`);
     }
-    const entry = this.callable(name, access);
+    // Found by the key's view alone: policy decides below (and names its policies) rather than hiding the tool here.
+    const entry = this.reachable(name, access);
     const down = entry ? undefined : this.upstreams.unavailableServer(name, this.settings.separator);
     if (down !== undefined && access.canSee({ source: down, server: down, tool: { name } as Tool })) {
       const error = this.upstreams.unavailableError(down);
