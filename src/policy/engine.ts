@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Access } from '../auth/access.js';
 import { cedarArguments } from './arguments.js';
 import type { CompiledPolicies } from './load.js';
+import { contextFree } from './visibility.js';
 import type { PolicySettings } from './settings.js';
 import type { CallPolicy, PolicyAction, PolicyCaller, PolicyDecision, PolicyQuestion, PolicyTarget } from './types.js';
 
@@ -52,6 +53,8 @@ export class PolicyEngine implements CallPolicy {
     const id = `toolrouter-${compiled.version}`;
     const prepared = cedar.preparsePolicySet(id, { staticPolicies: compiled.policies });
     if (prepared.type === 'failure') throw new Error(`cannot prepare policies: ${prepared.errors.map((error) => error.message).join('; ')}`);
+    const view = cedar.preparsePolicySet(`${id}-view`, { staticPolicies: contextFree(compiled.policies) });
+    if (view.type === 'failure') throw new Error(`cannot prepare the visibility policies: ${view.errors.map((error) => error.message).join('; ')}`);
     this.compiled = compiled;
     this.setId = id;
     this.views.clear();
@@ -116,15 +119,34 @@ export class PolicyEngine implements CallPolicy {
     return this.principalOf(access).caller;
   }
 
-  /** False only when Cedar is sure: a forbid holds whatever the context, or no permit can hold. */
+  /**
+   * False only when no context could permit the call: a forbid holds whatever the context, or no permit can hold.
+   * Asked of the context-free set (visibility.ts), prepared beside the real one.
+   */
   private partial(access: Access, target: PolicyTarget, action: PolicyAction): boolean {
+    const { principal, entities } = this.principalOf(access);
+    const answer = cedar.statefulIsAuthorized({
+      principal,
+      action: { type: 'Action', id: action },
+      resource: { type: RESOURCE_TYPE[action], id: target.id },
+      context: { arguments: {}, surface: '' },
+      preparsedPolicySetId: `${this.setId}-view`,
+      entities: [...entities, targetEntity(action, target)],
+    });
+    if (answer.type === 'failure') return true;
+    return answer.response.decision === 'allow';
+  }
+
+  /** The same question by Cedar's partial evaluation with the context unknown (slow: parses the set per call; tests). */
+  partiallyEvaluated(access: Access, target: PolicyTarget, action: PolicyAction = 'call_tool'): boolean {
+    if (!this.compiled) return true;
     const { principal, entities } = this.principalOf(access);
     const answer = cedar.isAuthorizedPartial({
       principal,
       action: { type: 'Action', id: action },
       resource: { type: RESOURCE_TYPE[action], id: target.id },
       context: UNKNOWN_CONTEXT as unknown as cedar.Context,
-      policies: { staticPolicies: this.compiled!.policies },
+      policies: { staticPolicies: this.compiled.policies },
       entities: [...entities, targetEntity(action, target)],
     });
     if (answer.type === 'failure') return true;
@@ -175,7 +197,9 @@ function stringsOf(value: unknown): string[] {
 
 function targetEntity(action: PolicyAction, target: PolicyTarget): cedar.EntityJson {
   const uid = { type: RESOURCE_TYPE[action], id: target.id };
-  if (action !== 'call_tool') return { uid, attrs: { name: target.name, server: target.server }, parents: [] };
+  if (action !== 'call_tool') {
+    return { uid, attrs: { name: target.name, server: target.server, readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }, parents: [] };
+  }
   const hints = target.annotations ?? {};
   return {
     uid,

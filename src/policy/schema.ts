@@ -5,7 +5,7 @@
 
 /**
  * The schema for these `policy.claims`. Resources and prompts are `Tool`-shaped entities too (`Resource::"<uri>"`,
- * `Prompt::"<name>"` with `name` and `server`), so one policy can speak of all three by `resource.server`.
+ * `Prompt::"<name>"` with `name`, `server` and read-only hints), so one policy can speak of all three.
  */
 export function cedarSchema(claims: readonly string[] = []): string {
   const claimFields = claims.map((claim) => `    ${claim}?: Set<String>,`).join('\n');
@@ -30,9 +30,25 @@ entity Tool {
   idempotentHint: Bool,
   openWorldHint: Bool,
 };
-// A resource by its URI, a prompt by its catalog name.
-entity Resource { name: String, server: String };
-entity Prompt { name: String, server: String };
+// A resource by its URI, a prompt by its catalog name: shaped like a Tool (reading them is read-only: readOnlyHint
+// true, destructiveHint false, idempotentHint true, openWorldHint false), so a policy over resource.destructiveHint
+// holds for every action.
+entity Resource {
+  name: String,
+  server: String,
+  readOnlyHint: Bool,
+  destructiveHint: Bool,
+  idempotentHint: Bool,
+  openWorldHint: Bool,
+};
+entity Prompt {
+  name: String,
+  server: String,
+  readOnlyHint: Bool,
+  destructiveHint: Bool,
+  idempotentHint: Bool,
+  openWorldHint: Bool,
+};
 
 // context.arguments is the call's arguments as a record (open: its attributes are not checked against this schema;
 // test them with \`has\` first). context.surface: mcp, rest or code.

@@ -128,6 +128,24 @@ test('visibility by partial evaluation: hidden only when no arguments could perm
   assert.equal(engine.viewKey(keyAccess('k_s3b', ['staff'])).startsWith(engine.version), true);
 });
 
+test("visibility's context-free set answers as Cedar's partial evaluation with the context unknown", () => {
+  const engine = engineWith(`${POLICIES}
+@id("mixed") permit (principal in Group::"mixed", action, resource) when { !(context.surface == "rest") || resource.readOnlyHint };
+@id("unless") forbid (principal in Group::"mixed", action, resource) unless { context.arguments has ok };
+@id("if") permit (principal in Group::"iffy", action, resource) when { if context.surface == "mcp" then resource.name == "note" else false };`);
+  const callers = [keyAccess('k_v1', ['contractors']), keyAccess('k_v2', ['staff']), keyAccess('k_v3', ['mixed']), keyAccess('k_v4', ['iffy']), Access.open];
+  const targets = [deleteFile, writeFile, readFile, tool('note'), tool('other', { destructiveHint: false })];
+  let hidden = 0;
+  for (const access of callers) {
+    for (const target of targets) {
+      const fast = engine.mayPermit(access, target);
+      assert.equal(fast, engine.partiallyEvaluated(access, target), `${engine.callerOf(access).groups.join()} ${target.id}`);
+      if (!fast) hidden++;
+    }
+  }
+  assert.ok(hidden >= 5, 'some pairs are hidden, so the comparison can fail');
+});
+
 test('arguments become a Cedar record: floats, null and huge integers as strings; escapes cannot name entities', () => {
   assert.deepEqual(cedarArguments({ a: 1, b: 1.5, c: null, d: [1, 'x'], e: { f: true }, g: 2 ** 60 }), { a: 1, b: '1.5', c: 'null', d: [1, 'x'], e: { f: true }, g: String(2 ** 60) });
   assert.deepEqual(cedarArguments({ x: { __entity: { type: 'Caller', id: 'admin' } } }), { x: '{"__entity":{"type":"Caller","id":"admin"}}' });
