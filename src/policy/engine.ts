@@ -161,7 +161,7 @@ export class PolicyEngine implements CallPolicy {
       if (caller.keyAlias !== undefined) attrs.key_alias = caller.keyAlias;
       const entities: cedar.EntityJson[] = [
         { uid: { type: 'Caller', id: caller.id }, attrs, parents: caller.groups.map((id) => ({ type: 'Group', id })) },
-        ...caller.groups.map((id) => ({ uid: { type: 'Group', id }, attrs: {}, parents: [] })),
+        // Group entities need not be listed: membership is the Caller's parents, and groups have no attributes.
       ];
       known = { caller, principal: caller.id, entities, key: JSON.stringify([caller.id, caller.kind, caller.keyAlias ?? null, caller.groups, caller.claims]) };
       this.callers.set(access, known);

@@ -200,3 +200,23 @@ test('no policy files: the service has no active engine (calls run as before)', 
   assert.equal(service.engine.mayPermit(Access.open, readFile), true);
   assert.equal(service.engine.decide({ action: 'call_tool', access: Access.open, target: readFile, surface: 'mcp' }).allowed, true);
 });
+
+test('an edited policy file is picked up without a signal (file watch)', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tr-policy-watch-'));
+  const file = path.join(dir, 'policies.cedar');
+  writeFileSync(file, '@id("before") permit (principal, action, resource);');
+  const service = await PolicyService.start({ settings: policySettingsSchema.parse({ files: [file] }), log, sighup: false });
+  try {
+    writeFileSync(file, '@id("after") permit (principal, action, resource);');
+    const deadline = Date.now() + 10_000;
+    let policies: string[] = [];
+    while (Date.now() < deadline) {
+      policies = service.engine.decide({ action: 'call_tool', access: Access.open, target: readFile, surface: 'mcp' }).policies;
+      if (policies[0] === 'after') break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.deepEqual(policies, ['after']);
+  } finally {
+    service.close();
+  }
+});
