@@ -197,6 +197,38 @@ describe('governance: the done-when policy file over every face', () => {
     assert.deepEqual(audit.events.at(-1)!.policies, ['deletes-confirmed']);
   });
 
+  it('on 2026-07-28 the confirmation is an input-required round: decline never runs, accept runs', async () => {
+    const MODERN = '2026-07-28';
+    const meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }, 'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } } };
+    const post = async (params: Record<string, unknown>) => {
+      const response = await fetch(`${url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${staff.key}`, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'files__delete_file' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'files__delete_file', arguments: { path: '/data/modern.txt' }, _meta: meta, ...params } }),
+      });
+      const text = await response.text();
+      const data = text.split('\n').filter((line) => line.startsWith('data:')).map((line) => line.slice(5)).pop();
+      return JSON.parse(data ?? text);
+    };
+    const ran = () => received('delete_file').filter((got) => got.arguments.path === '/data/modern.txt').length;
+    for (const action of ['decline', 'accept'] as const) {
+      const first = await post({});
+      assert.equal(first.result?.resultType, 'input_required', JSON.stringify(first));
+      const [id, request] = Object.entries(first.result.inputRequests)[0] as [string, { method: string; params: { message: string } }];
+      assert.equal(request.method, 'elicitation/create');
+      assert.match(request.params.message, /Delete this file for good\?/);
+      assert.equal(ran(), 0, 'nothing runs while the question is open');
+      const answered = await post({ requestState: first.result.requestState, inputResponses: { [id]: action === 'accept' ? { action, content: {} } : { action } } });
+      if (action === 'decline') {
+        assert.equal(answered.result?.isError, true, JSON.stringify(answered));
+        assert.equal(ran(), 0);
+      } else {
+        assert.equal(answered.result?.content?.[0]?.text, 'deleted /data/modern.txt', JSON.stringify(answered));
+        assert.equal(ran(), 1);
+      }
+    }
+  });
+
   it('REST (no way to ask) gets confirmation_required naming the policy', async () => {
     const before = received('delete_file').length;
     const reply = await call(url, 'POST', '/mcp-rest/tools/call', { key: staff.key, body: { name: 'files__delete_file', arguments: { path: '/data/b' } } });
