@@ -12,6 +12,8 @@ import type { AuditEvent, AuditSink } from '../../src/audit/types.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 import { startFilesServer, type FilesServer } from '../fixtures/mcp/files-server.js';
+import { startIdentityProvider, type IdentityProvider } from '../fixtures/identity-provider.js';
+import { freePort } from '../helpers/redis-server.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { textOf } from '../helpers/mcp.js';
 import { closeListening, untilIndexed } from '../helpers/router.js';
@@ -292,5 +294,68 @@ describe('governance: the done-when policy file over every face', () => {
     } finally {
       audit.open = true;
     }
+  });
+});
+
+describe('governance for signed-in users: groups and claims from the JWT', () => {
+  let idp: IdentityProvider;
+  let files: FilesServer;
+  let router: Toolrouter;
+  let server: Server;
+  let base: string;
+  let resource: string;
+
+  before(async () => {
+    idp = await startIdentityProvider();
+    files = await startFilesServer();
+    const dir = mkdtempSync(path.join(tmpdir(), 'tr-governance-jwt-'));
+    const policyFile = path.join(dir, 'policies.cedar');
+    writeFileSync(policyFile, `${POLICIES}
+@id("engineering-writes-anywhere")
+permit (principal in Group::"staff", action == Action::"call_tool", resource)
+when { resource.name == "write_file" && principal.claims has department && principal.claims.department.contains("engineering") };`);
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    resource = `${base}/mcp`;
+    const config = loadConfig({}, {
+      port,
+      host: '127.0.0.1',
+      logLevel: 'silent',
+      adminKey: ADMIN_KEY,
+      auth: { oauth: { issuer: idp.issuer, audience: resource, jwksCooldownMs: 0 } },
+      policy: { files: [policyFile], claims: ['department'] },
+      mcp: { search: true, servers: { files: { url: files.url } } },
+    });
+    router = await createToolrouter(config, { audit: new RecordingSink(), policySighup: false, log: pino({ level: 'silent' }) });
+    server = await listen(router);
+    await router.mcp.upstreams.settled();
+    await untilIndexed(router);
+  });
+
+  after(async () => {
+    await closeListening(router, server);
+    await files?.close();
+    await idp?.close();
+  });
+
+  it('a token whose groups claim says contractors is denied the delete and does not find it; staff does', async () => {
+    const contractor = await idp.mint({ sub: 'carl', aud: resource, groups: ['contractors'] });
+    const staff = await idp.mint({ sub: 'sara', aud: resource, groups: ['staff'] });
+    const denied = await call(base, 'POST', '/mcp-rest/tools/call', { key: contractor, body: { name: 'files__delete_file', arguments: { path: '/data/a' } } });
+    assert.equal(denied.status, 403, JSON.stringify(denied.body));
+    assert.deepEqual(denied.body.error.policies, ['contractors-never-delete']);
+    const found = async (token: string) => (await call(base, 'POST', '/v1/tools/search', { key: token, body: { query: 'select:files__delete_file' } })).body.results.length;
+    assert.equal(await found(contractor), 0);
+    assert.equal(await found(staff), 1);
+    assert.equal(files.calls.length, 0);
+  });
+
+  it('a listed claim is an attribute: engineering staff may write outside /data, other staff may not', async () => {
+    const engineer = await idp.mint({ sub: 'erin', aud: resource, groups: ['staff'], department: 'engineering' });
+    const sales = await idp.mint({ sub: 'sam', aud: resource, groups: ['staff'], department: ['sales'] });
+    const write = (token: string) => call(base, 'POST', '/mcp-rest/tools/call', { key: token, body: { name: 'files__write_file', arguments: { path: '/srv/x', content: 'y' } } });
+    assert.equal((await write(engineer)).status, 200);
+    assert.equal((await write(sales)).status, 403);
+    assert.deepEqual(files.calls.map((got) => got.arguments.path), ['/srv/x']);
   });
 });
