@@ -187,7 +187,8 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   // Every tool call, resource read and prompt on every face goes through one governed path (src/mcp/gateway/governance.ts).
-  const guard = config.guardrails.secrets.arguments === 'off' && config.guardrails.secrets.results === 'off'
+  // With an audit trail the scanner runs even with both actions off: records carry arguments with credentials redacted.
+  const guard = config.guardrails.secrets.arguments === 'off' && config.guardrails.secrets.results === 'off' && !options.audit
     ? undefined
     : new SecretScanner({ ...config.guardrails.secrets, maxBytes: config.mcp.maxResultBytes });
   mcp.gateway.govern({
@@ -201,6 +202,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     },
     log: log.child({ component: 'governance' }),
   });
+  policy.onChange = () => mcp.gateway.policiesChanged();
   routers.push(policyRoutes({ gateway: mcp.gateway, keys: () => auth.store.list(), groupsClaim: config.policy.groupsClaim }));
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());

@@ -37,6 +37,8 @@ export class PolicyService {
   private timer: NodeJS.Timeout | undefined;
   private loadedAt = 0;
   private readonly onHangup = () => void this.reload('SIGHUP');
+  /** Called after another set came into use (a reload here, or one adopted from another instance). */
+  onChange: (() => void) | undefined;
 
   private constructor(private readonly options: PolicyServiceOptions) {
     this.engine = new PolicyEngine(options.settings, options.log);
@@ -71,6 +73,7 @@ export class PolicyService {
       this.engine.use(compiled);
       if (changed) {
         this.loadedAt = Date.now();
+        this.onChange?.();
         log.info({ reason, version: compiled.version, policies: Object.keys(compiled.policies).length }, 'policies reloaded');
         await this.publish(compiled);
       }
@@ -125,6 +128,7 @@ export class PolicyService {
       if (compiled.version === this.engine.version) return;
       this.engine.use(compiled);
       this.loadedAt = shared.at;
+      this.onChange?.();
       this.options.log.info({ version: compiled.version }, 'policies adopted from another instance');
     } catch (error) {
       this.options.log.error({ problems: error instanceof PolicyLoadError ? error.problems : [(error as Error).message] }, 'shared policies are invalid here; keeping ours');

@@ -283,6 +283,17 @@ describe('governance: the done-when policy file over every face', () => {
     assert.equal(refused.status, 403);
   });
 
+  it('counts decisions, confirmations and guardrail hits in /metrics', async () => {
+    const text = (await call(url, 'GET', '/metrics', { key: ADMIN_KEY })).body as string;
+    for (const decision of ['permit', 'deny', 'confirmed', 'declined', 'blocked']) {
+      assert.match(text, new RegExp(`^toolrouter_policy_decisions_total\\{decision="${decision}"\\} [1-9]`, 'm'), decision);
+    }
+    assert.match(text, /^toolrouter_confirmations_total\{outcome="declined"\} [1-9]/m);
+    assert.match(text, /^toolrouter_confirmations_total\{outcome="accepted"\} [1-9]/m);
+    assert.match(text, /^toolrouter_guardrail_hits_total\{rule="@secretlint\/secretlint-rule-github",action="block"\} 1$/m);
+    assert.match(text, /^toolrouter_guardrail_hits_total\{rule="@secretlint\/secretlint-rule-github",action="redact"\} [1-9]/m);
+  });
+
   it('fails closed with audit_unavailable while the audit trail cannot take records', async () => {
     audit.open = false;
     try {

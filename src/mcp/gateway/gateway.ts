@@ -181,6 +181,12 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     this.governance = governance.active || options.policy !== undefined ? governance : undefined;
   }
 
+  /** The policy set changed: what each caller may list may have changed too (sessions compare their own listing). */
+  policiesChanged(): void {
+    this.coverageCache.delete(this.catalog.snapshot());
+    this.emit('listChanged');
+  }
+
   /** Whether policy could let this caller call this tool with some arguments (search and listings hide it otherwise). */
   private policyAllows(entry: CatalogEntry, access: Access): boolean {
     const policy = this.governance?.options.policy;

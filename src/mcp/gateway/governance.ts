@@ -97,11 +97,14 @@ export class Governance {
     // Credentials first: the audit record, the confirmation question and the log carry redacted arguments only.
     let args = call.arguments;
     let findings: SecretFinding[] = [];
-    if (guard && guard.arguments !== 'off' && args !== undefined) {
+    // Scanned also with arguments: off when there is an audit trail: its records carry credentials redacted, always.
+    if (guard && args !== undefined && (guard.arguments !== 'off' || audit)) {
       const scanned = await guard.scan(args);
-      findings = scanned.findings;
       auditArgs = scanned.redacted;
-      for (const finding of findings) metrics?.guardrailHit(finding.rule, guard.arguments);
+      if (guard.arguments !== 'off') {
+        findings = scanned.findings;
+        for (const finding of findings) metrics?.guardrailHit(finding.rule, guard.arguments);
+      }
     }
 
     const decision: PolicyDecision | undefined = policy?.active ? policy.decide({ action: call.action, access: call.access, target: call.target, arguments: args, surface: call.surface }) : undefined;
