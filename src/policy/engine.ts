@@ -27,7 +27,8 @@ export class PolicyEngine implements CallPolicy {
   private compiled: CompiledPolicies | undefined;
   private setId = '';
   private readonly callers = new WeakMap<Access, { caller: PolicyCaller; principal: string; entities: cedar.EntityJson[] }>();
-  private readonly views = new Map<string, Map<string, boolean>>();
+  /** Per caller view: per action and tool, what holds whatever the context (visibility, and a fixed decision). */
+  private readonly views = new Map<string, View>();
 
   constructor(
     readonly settings: PolicySettings,
@@ -53,8 +54,10 @@ export class PolicyEngine implements CallPolicy {
     const id = `toolrouter-${compiled.version}`;
     const prepared = cedar.preparsePolicySet(id, { staticPolicies: compiled.policies });
     if (prepared.type === 'failure') throw new Error(`cannot prepare policies: ${prepared.errors.map((error) => error.message).join('; ')}`);
-    const view = cedar.preparsePolicySet(`${id}-view`, { staticPolicies: contextFree(compiled.policies) });
-    if (view.type === 'failure') throw new Error(`cannot prepare the visibility policies: ${view.errors.map((error) => error.message).join('; ')}`);
+    for (const bound of ['broad', 'narrow'] as const) {
+      const view = cedar.preparsePolicySet(`${id}-${bound}`, { staticPolicies: contextFree(compiled.policies, bound) });
+      if (view.type === 'failure') throw new Error(`cannot prepare the context-free policies: ${view.errors.map((error) => error.message).join('; ')}`);
+    }
     this.compiled = compiled;
     this.setId = id;
     this.views.clear();
@@ -64,6 +67,10 @@ export class PolicyEngine implements CallPolicy {
     const base = { enforced: this.settings.mode === 'enforce', confirmWithoutElicitation: this.settings.confirmWithoutElicitation };
     const compiled = this.compiled;
     if (!compiled) return { allowed: true, policies: [], ...base };
+    // Most calls are decided by policies that do not read the context: then the answer is known per caller view and
+    // tool, and Cedar is not asked again.
+    const fixed = this.fixed(question.access, question.target, question.action);
+    if (fixed) return this.decision(fixed.allowed, fixed.policies, base);
     const { principal, entities } = this.principalOf(question.access);
     const resource = { type: RESOURCE_TYPE[question.action], id: question.target.id };
     const answer = cedar.statefulIsAuthorized({
@@ -83,10 +90,13 @@ export class PolicyEngine implements CallPolicy {
     if (diagnostics.errors.length > 0) {
       this.log?.debug({ errors: diagnostics.errors.map((error) => `${error.policyId}: ${error.error.message}`) }, 'policies skipped for evaluation errors');
     }
-    const policies = diagnostics.reason;
-    if (decision !== 'allow') return { allowed: false, policies, ...base };
+    return this.decision(decision === 'allow', diagnostics.reason, base);
+  }
+
+  private decision(allowed: boolean, policies: string[], base: Pick<PolicyDecision, 'enforced' | 'confirmWithoutElicitation'>): PolicyDecision {
+    if (!allowed) return { allowed: false, policies, ...base };
     for (const policy of policies) {
-      const question = compiled.annotations[policy]?.confirm;
+      const question = this.compiled?.annotations[policy]?.confirm;
       if (question !== undefined) return { allowed: true, policies, confirm: { question, policy }, ...base };
     }
     return { allowed: true, policies, ...base };
@@ -94,21 +104,32 @@ export class PolicyEngine implements CallPolicy {
 
   mayPermit(access: Access, target: PolicyTarget, action: PolicyAction = 'call_tool'): boolean {
     if (!this.compiled) return true;
+    return this.bounds(access, target, action).may;
+  }
+
+  /** What holds for this caller, action and tool whatever the context; worked out once per policy set and view. */
+  private bounds(access: Access, target: PolicyTarget, action: PolicyAction): Bounds {
     const key = this.viewKey(access);
-    let answers = this.views.get(key);
-    if (!answers) {
+    let view = this.views.get(key);
+    if (!view) {
       if (this.views.size >= MAX_VIEWS) this.views.delete(this.views.keys().next().value!);
-      answers = new Map();
-      this.views.set(key, answers);
+      view = { byTarget: new WeakMap(), byKey: new Map() };
+      this.views.set(key, view);
     }
-    const memo = `${action}\u0000${target.id}`;
-    let may = answers.get(memo);
-    if (may === undefined) {
-      may = this.partial(access, target, action);
-      if (answers.size >= MAX_ANSWERS_PER_VIEW) answers.clear();
-      answers.set(memo, may);
+    // The same target object (the gateway keeps one per catalog entry) is found without building a key.
+    const known = action === 'call_tool' ? view.byTarget.get(target) : undefined;
+    if (known) return known;
+    // The tool's attributes are part of the key: an upstream that changes a tool's hints gets a fresh answer.
+    const hints = target.annotations;
+    const memo = `${action}\u0000${target.id}\u0000${target.server}\u0000${target.name}\u0000${hints?.readOnlyHint}${hints?.destructiveHint}${hints?.idempotentHint}${hints?.openWorldHint}`;
+    let bounds = view.byKey.get(memo);
+    if (bounds === undefined) {
+      bounds = this.contextFreeBounds(access, target, action);
+      if (view.byKey.size >= MAX_ANSWERS_PER_VIEW) view.byKey.clear();
+      view.byKey.set(memo, bounds);
     }
-    return may;
+    if (action === 'call_tool') view.byTarget.set(target, bounds);
+    return bounds;
   }
 
   viewKey(access: Access): string {
@@ -120,21 +141,44 @@ export class PolicyEngine implements CallPolicy {
   }
 
   /**
-   * False only when no context could permit the call: a forbid holds whatever the context, or no permit can hold.
-   * Asked of the context-free set (visibility.ts), prepared beside the real one.
+   * Asks the two context-free sets (visibility.ts). `broad` (permits as easy, forbids as hard as any context makes
+   * them) denies only when no context could permit: the tool is then hidden. `narrow` (the reverse) allows only when
+   * every context permits. When both agree on the decision and the deciding policies, the context cannot change
+   * either: the decision is fixed for this view and tool.
    */
-  private partial(access: Access, target: PolicyTarget, action: PolicyAction): boolean {
+  private contextFreeBounds(access: Access, target: PolicyTarget, action: PolicyAction): Bounds {
+    const broad = this.askContextFree('broad', access, target, action);
+    if (broad.type === 'failure') return { may: true, fixed: null };
+    return { may: broad.response.decision === 'allow', broad: broad.response };
+  }
+
+  /** The decision when no context can change it (worked out on the first call of this tool by this view), else null. */
+  private fixed(access: Access, target: PolicyTarget, action: PolicyAction): { allowed: boolean; policies: string[] } | null {
+    const bounds = this.bounds(access, target, action);
+    if (bounds.fixed !== undefined) return bounds.fixed;
+    const broad = bounds.broad;
+    const narrow = this.askContextFree('narrow', access, target, action);
+    const same =
+      broad !== undefined &&
+      narrow.type === 'success' &&
+      broad.decision === narrow.response.decision &&
+      broad.diagnostics.errors.length === 0 &&
+      narrow.response.diagnostics.errors.length === 0 &&
+      sameSet(broad.diagnostics.reason, narrow.response.diagnostics.reason);
+    bounds.fixed = same ? { allowed: bounds.may, policies: narrow.response.diagnostics.reason } : null;
+    return bounds.fixed;
+  }
+
+  private askContextFree(bound: 'broad' | 'narrow', access: Access, target: PolicyTarget, action: PolicyAction): cedar.AuthorizationAnswer {
     const { principal, entities } = this.principalOf(access);
-    const answer = cedar.statefulIsAuthorized({
+    return cedar.statefulIsAuthorized({
       principal,
       action: { type: 'Action', id: action },
       resource: { type: RESOURCE_TYPE[action], id: target.id },
       context: { arguments: {}, surface: '' },
-      preparsedPolicySetId: `${this.setId}-view`,
+      preparsedPolicySetId: `${this.setId}-${bound}`,
       entities: [...entities, targetEntity(action, target)],
     });
-    if (answer.type === 'failure') return true;
-    return answer.response.decision === 'allow';
   }
 
   /** The same question by Cedar's partial evaluation with the context unknown (slow: parses the set per call; tests). */
@@ -187,6 +231,28 @@ export function callerOf(access: Access, settings: Pick<PolicySettings, 'groupsC
   const caller: PolicyCaller = { id, kind: access.signedIn ? 'user' : access.kind, groups: [...groups].slice(0, MAX_GROUPS), claims };
   if (access.key?.alias !== undefined && !access.signedIn) caller.keyAlias = access.key.alias;
   return caller;
+}
+
+/** One caller view's answers: by target object (no key to build on the hot path), else by the target's attributes. */
+interface View {
+  byTarget: WeakMap<PolicyTarget, Bounds>;
+  byKey: Map<string, Bounds>;
+}
+
+/** What a caller view knows of one tool whatever the context. */
+interface Bounds {
+  /** Some context could permit the call (search and listings show the tool). */
+  may: boolean;
+  /** The broad set's answer, kept to compare with the narrow one's. */
+  broad?: cedar.Response;
+  /** The decision and its policies when no context can change them; null: the context can; undefined: not asked yet. */
+  fixed?: { allowed: boolean; policies: string[] } | null;
+}
+
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  const seen = new Set(a);
+  return b.every((item) => seen.has(item));
 }
 
 function stringsOf(value: unknown): string[] {

@@ -1,9 +1,10 @@
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 
 /**
- * The policy set search and listings ask (is there any call of this tool this caller could make?), made from the real
- * one by taking the context out: in each policy's conditions, every part that reads `context` is replaced by the
- * constant that makes a permit as permissive and a forbid as narrow as any context could. The result answers with
+ * The policy sets search and listings ask (is there any call of this tool this caller could make?), and that fix a
+ * decision no context can change, made from the real one by taking the context out: in each policy's conditions, every part that reads `context` is replaced by the
+ * constant that makes a permit as permissive and a forbid as narrow as any context could (`broad`), or the reverse
+ * (`narrow`). The result answers with
  * statefulIsAuthorized (prepared once, a fraction of a millisecond per tool) instead of a partial evaluation that
  * parses the whole set again for every tool.
  *
@@ -11,14 +12,15 @@ import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
  * Exact for conditions that are conjunctions and disjunctions of parts that do or do not read the context, which is
  * how policies are written; a part mixing both inside one comparison counts as "could be either".
  */
-export function contextFree(policies: Record<string, string>): Record<string, cedar.PolicyJson> {
+export function contextFree(policies: Record<string, string>, bound: 'broad' | 'narrow' = 'broad'): Record<string, cedar.PolicyJson> {
   const out: Record<string, cedar.PolicyJson> = {};
   for (const [id, text] of Object.entries(policies)) {
     const json = cedar.policyToJson(text);
     if (json.type === 'failure') throw new Error(`policy ${id}: ${json.errors.map((error) => error.message).join('; ')}`);
     const policy = json.json;
-    // Permits: as easy to satisfy as any context makes them. Forbids: only what holds whatever the context.
-    const wantTrue = policy.effect === 'permit';
+    // broad: permits as easy to satisfy as any context makes them, forbids only what holds whatever the context.
+    // narrow: the reverse (a permit only where every context satisfies it, a forbid wherever some context could).
+    const wantTrue = (policy.effect === 'permit') === (bound === 'broad');
     out[id] = {
       ...policy,
       conditions: policy.conditions.map((clause) => ({

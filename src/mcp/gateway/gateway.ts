@@ -132,6 +132,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
    * with `govern`; none: calls run as before, at no cost).
    */
   private governance: Governance | undefined;
+  /** One policy target per catalog entry (entries are replaced, never changed), so policy answers are found by object. */
+  private readonly targets = new WeakMap<CatalogEntry, PolicyTarget>();
   /**
    * Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). In this
    * process's memory until the assembly hands in a shared store (`useSearchStore`).
@@ -230,6 +232,15 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   }
 
   private targetOf(entry: CatalogEntry): PolicyTarget {
+    let target = this.targets.get(entry);
+    if (!target) {
+      target = this.makeTarget(entry);
+      this.targets.set(entry, target);
+    }
+    return target;
+  }
+
+  private makeTarget(entry: CatalogEntry): PolicyTarget {
     const server = entry.server ?? entry.source;
     const prefix = this.settings.separator === '' ? '' : `${server}${this.settings.separator}`;
     const name = prefix !== '' && entry.tool.name.startsWith(prefix) ? entry.tool.name.slice(prefix.length) : entry.tool.name;

@@ -51,3 +51,10 @@ test('scanning is bounded by maxBytes', async () => {
   const { findings } = await small.scan({ filler: 'y'.repeat(2_000), token: GITHUB });
   assert.deepEqual(findings, []);
 });
+
+test('scanning leaves no performance marks behind (secretlint\'s profiler is off)', async () => {
+  const { performance } = await import('node:perf_hooks');
+  const before = performance.getEntriesByType('mark').length;
+  for (let i = 0; i < 20; i++) await guard.scan({ text: `call ${i}: nothing secret here` });
+  assert.equal(performance.getEntriesByType('mark').length, before);
+});
