@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
 import pino from 'pino';
 import { Access } from '../../../src/auth/access.js';
 import type { KeyRecord } from '../../../src/auth/keys.js';
@@ -144,6 +145,44 @@ test("visibility's context-free set answers as Cedar's partial evaluation with t
     }
   }
   assert.ok(hidden >= 5, 'some pairs are hidden, so the comparison can fail');
+});
+
+test('decisions fixed per view and tool agree with Cedar asked afresh, for every argument and surface', () => {
+  const text = `${POLICIES}
+@id("mixed") permit (principal in Group::"mixed", action, resource) when { !(context.surface == "rest") || resource.readOnlyHint };
+@id("unless") forbid (principal in Group::"mixed", action, resource) unless { context.arguments has ok };`;
+  const engine = engineWith(text);
+  const callers = [keyAccess('k_f1', ['contractors']), keyAccess('k_f2', ['staff']), keyAccess('k_f3', ['mixed']), Access.admin];
+  const targets = [deleteFile, writeFile, readFile, tool('note')];
+  const argumentSets = [undefined, { path: '/data/x' }, { path: '/etc/x' }, { ok: true, path: '/data/y' }];
+  for (let round = 0; round < 2; round++) {
+    for (const access of callers) {
+      for (const target of targets) {
+        for (const args of argumentSets) {
+          for (const surface of ['mcp', 'rest'] as const) {
+            const got = engine.decide({ action: 'call_tool', access, target, arguments: args, surface });
+            const caller = engine.callerOf(access);
+            const fresh = cedar.isAuthorized({
+              principal: { type: 'Caller', id: caller.id },
+              action: { type: 'Action', id: 'call_tool' },
+              resource: { type: 'Tool', id: target.id },
+              context: { arguments: cedarArguments(args), surface },
+              policies: { staticPolicies: engine.policies!.policies },
+              entities: [
+                { uid: { type: 'Caller', id: caller.id }, attrs: { kind: caller.kind, claims: {} }, parents: caller.groups.map((id) => ({ type: 'Group', id })) },
+                { uid: { type: 'Tool', id: target.id }, attrs: { name: target.name, server: target.server, readOnlyHint: target.annotations?.readOnlyHint ?? false, destructiveHint: target.annotations?.readOnlyHint ? false : (target.annotations?.destructiveHint ?? true), idempotentHint: false, openWorldHint: true }, parents: [] },
+              ],
+            });
+            assert.equal(fresh.type, 'success');
+            if (fresh.type !== 'success') continue;
+            const where = `${caller.id} ${target.id} ${JSON.stringify(args)} ${surface}`;
+            assert.equal(got.allowed, fresh.response.decision === 'allow', where);
+            assert.deepEqual([...got.policies].sort(), [...fresh.response.diagnostics.reason].sort(), where);
+          }
+        }
+      }
+    }
+  }
 });
 
 test('arguments become a Cedar record: floats, null and huge integers as strings; escapes cannot name entities', () => {
