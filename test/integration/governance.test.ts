@@ -153,6 +153,10 @@ describe('governance: the done-when policy file over every face', () => {
     const found = async (who: Person) => JSON.parse(textOf(await who.client.callTool({ name: 'search_tools', arguments: { query: 'delete a file', detail: 'full' } })).split('\n')[0]!) as { tools: { name: string }[] };
     assert.ok(!(await found(contractorClient)).tools.some((tool) => tool.name === 'files__delete_file'));
     assert.ok((await found(staffClient)).tools.some((tool) => tool.name === 'files__delete_file'));
+    // The catalog listing (the console's) leaves it out too.
+    const catalogNames = (key: string) => call(url, 'GET', '/v1/catalog', { key }).then((reply) => reply.body.tools.map((entry: { tool: { name: string } }) => entry.tool.name) as string[]);
+    assert.ok(!(await catalogNames(contractor.key)).includes('files__delete_file'));
+    assert.ok((await catalogNames(staff.key)).includes('files__delete_file'));
     // Permitted for some arguments only (write_file under /data): listed for both.
     const listed = (await call(url, 'GET', '/mcp-rest/tools/list', { key: contractor.key })).body;
     const names = (Array.isArray(listed) ? listed : listed.tools).map((tool: { name: string }) => tool.name);
