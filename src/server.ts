@@ -192,7 +192,8 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     ? undefined
     : new SecretScanner({ ...config.guardrails.secrets, maxBytes: config.mcp.maxResultBytes });
   mcp.gateway.govern({
-    ...(policy.engine.active ? { policy: policy.engine } : {}),
+    // Always handed in: without files it decides nothing, but names callers (kind, id, groups) for the audit trail.
+    policy: policy.engine,
     ...(guard ? { guard } : {}),
     ...(options.audit ? { audit: options.audit } : {}),
     metrics: {

@@ -180,7 +180,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   /** Governs every call from now on (policy, guardrails, audit: src/mcp/gateway/governance.ts). */
   govern(options: GovernanceOptions): void {
     const governance = new Governance(options);
-    this.governance = governance.active || options.policy !== undefined ? governance : undefined;
+    // Nothing to do (no policies, no guardrail, no audit): calls take the path they always took.
+    this.governance = governance.active ? governance : undefined;
   }
 
   /** The policy set changed: what each caller may list may have changed too (sessions compare their own listing). */
