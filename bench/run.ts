@@ -524,6 +524,10 @@ async function main(): Promise<void> {
     const store = await runNode([path.join(ROOT, 'bench/conversation-store.ts'), quick ? '100' : '300'], [], true).catch((error: unknown) => `not measured: ${(error as Error).message} (is Redis running? --no-redis skips this)`);
     section += `\n\n### Conversations in Redis (\`bench/conversation-store.ts\`)\n\n${store}\n`;
   }
+  // What policies (100), the secret guardrail and an audit record add to a call, and the policy part of a search (issue 53).
+  process.stderr.write('bench: governance…\n');
+  const governance = await runNode([path.join(ROOT, 'bench/governance.ts'), quick ? '1000' : '3000'], [], true).catch((error: unknown) => `not measured: ${(error as Error).message}`);
+  section += `\n\n### Governance (\`bench/governance.ts\`)\n\n${governance}\n`;
   process.stdout.write(`${section}\n`);
   if (!process.argv.includes('--no-write') && !quick) writeBenchmarks(section);
   else process.stderr.write('bench: BENCHMARKS.md not written (--quick or --no-write)\n');

@@ -134,6 +134,13 @@ config
   .addOption(new Option('--format <format>', 'output format').choices(['json', 'markdown']).default('json'))
   .action(async (options: { format: 'json' | 'markdown' }) => (await import('./cli/config-schema.js')).configSchemaCommand(options));
 
+program
+  .command('policy')
+  .description('governance policies (docs/governance.md)')
+  .command('schema')
+  .description('print the Cedar schema policy files are validated against (principal, actions, resources, context)')
+  .action(async () => (await import('./cli/policy-schema.js')).policySchemaCommand());
+
 const models = program.command('models').description('manage embedding models');
 
 models

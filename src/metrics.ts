@@ -101,6 +101,28 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Governance (src/policy, src/guardrails): every governed call's decision, confirmations asked, credentials found.
+  readonly policyDecisions = new Counter({
+    name: 'toolrouter_policy_decisions_total',
+    help: 'Governed calls by decision (permit, deny, confirmed, declined, blocked)',
+    labelNames: ['decision'] as const,
+    registers: [this.registry],
+  });
+
+  readonly confirmations = new Counter({
+    name: 'toolrouter_confirmations_total',
+    help: '@confirm policies by outcome (accepted, declined, unavailable, allowed_without)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly guardrailHits = new Counter({
+    name: 'toolrouter_guardrail_hits_total',
+    help: 'Credentials found in tool arguments or results, by secretlint rule and the action taken',
+    labelNames: ['rule', 'action'] as const,
+    registers: [this.registry],
+  });
+
   readonly searchFallbacks = new Counter({
     name: 'toolrouter_search_fallbacks_total',
     help: 'Ranked searches answered from BM25 alone because the query embedding failed or timed out',

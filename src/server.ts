@@ -43,6 +43,10 @@ import { RedisConversationStore } from './state/redis/conversations.js';
 import { RedisSearchStore } from './state/redis/searches.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
+import type { AuditSink } from './audit/types.js';
+import { SecretScanner } from './guardrails/secrets.js';
+import { PolicyService } from './policy/service.js';
+import { policyRoutes } from './mcp/server/policy-routes.js';
 import { createReranker } from './search/rerank.js';
 import { consoleDir, shippedModelsDir } from './package-root.js';
 
@@ -64,6 +68,8 @@ export interface Toolrouter {
   /** MCP gateway: upstream servers, the gateway, and its /mcp and /mcp-rest faces. */
   mcp: McpFaces;
   /** Stops background work and closes connections (upstreams, Redis), last opened first. */
+  /** Governance policies (src/policy): the engine, reload, the schema. */
+  policy: PolicyService;
   close(): Promise<void>;
 }
 
@@ -74,6 +80,10 @@ export interface ToolrouterOptions {
   embedder?: Embedder;
   /** The web console's files; default: the package's (src/package-root.ts). */
   consoleDir?: string;
+  /** Where every governed call attempt is recorded (src/audit); none: not recorded. */
+  audit?: AuditSink;
+  /** Reload policies on SIGHUP (default true; tests starting several routers in one process turn it off). */
+  policySighup?: boolean;
 }
 
 export async function createToolrouter(config: Config, options: ToolrouterOptions = {}): Promise<Toolrouter> {
@@ -138,6 +148,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // Fusion defaults changed at run time (the console's "apply"); shared through Redis when there is one.
   const defaults = await startSearchDefaults(search, { bus, log });
   closers.push(() => defaults.close());
+  // Policies (src/policy): validated before anything serves (an invalid set refuses the start), shared through Redis.
+  const policy = await PolicyService.start({ settings: config.policy, log: log.child({ component: 'policy' }), ...(bus ? { bus } : {}), sighup: options.policySighup ?? true });
+  closers.push(() => policy.close());
   // Every holder listens now: the generation marker is claimed, and a Redis that lost its data gets their state back.
   await bus?.start();
   // From now on writes are refused at once while the slot (or master) toolrouter writes to is away, and /ready says so.
@@ -150,7 +163,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     { adminKey: config.adminKey, perIpPerMinute: config.security.perIpPerMinute, authFailuresPerIpPerMinute: config.security.authFailuresPerIpPerMinute },
     bus ? new RedisKeyStore(bus.redis, redisKeys, gate, bus.writes) : new MemoryKeyStore(config.stateDir),
     new RateLimits(gate ? { gate, keys: redisKeys } : undefined),
-    config.auth.oauth ? new Identity(config.auth.oauth, config.keys.defaults, log.child({ component: 'identity' })) : undefined,
+    config.auth.oauth
+      ? new Identity(config.auth.oauth, config.keys.defaults, log.child({ component: 'identity' }), config.policy.files.length > 0 ? [config.policy.groupsClaim, ...config.policy.claims] : [])
+      : undefined,
   );
 
   // The other faces (MCP gateway, chat proxy) add their routers here.
@@ -172,6 +187,25 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
   const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, taskMessages: bus ? new RedisTaskMessageQueue(bus.redis, redisKeys, config.mcp.tasks.maxTtlMs) : undefined, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
+  // Every tool call, resource read and prompt on every face goes through one governed path (src/mcp/gateway/governance.ts).
+  // With an audit trail the scanner runs even with both actions off: records carry arguments with credentials redacted.
+  const guard = config.guardrails.secrets.arguments === 'off' && config.guardrails.secrets.results === 'off' && !options.audit
+    ? undefined
+    : new SecretScanner({ ...config.guardrails.secrets, maxBytes: config.mcp.maxResultBytes });
+  mcp.gateway.govern({
+    // Always handed in: without files it decides nothing, but names callers (kind, id, groups) for the audit trail.
+    policy: policy.engine,
+    ...(guard ? { guard } : {}),
+    ...(options.audit ? { audit: options.audit } : {}),
+    metrics: {
+      decision: (decision) => metrics.policyDecisions.inc({ decision }),
+      confirmation: (outcome) => metrics.confirmations.inc({ outcome }),
+      guardrailHit: (rule, action) => metrics.guardrailHits.inc({ rule, action }),
+    },
+    log: log.child({ component: 'governance' }),
+  });
+  policy.onChange = () => mcp.gateway.policiesChanged();
+  routers.push(policyRoutes({ gateway: mcp.gateway, keys: () => auth.store.list(), groupsClaim: config.policy.groupsClaim }));
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
@@ -200,6 +234,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     log,
     bodyLimit: config.bodyLimit,
     maxQueryLength: config.search.maxQueryLength,
+    policyView: (access) => mcp.gateway.policyView(access),
     jsonDepth: config.limits.jsonDepth,
     indexGraceMs: config.ready.indexGraceMs,
     routers,
@@ -224,7 +259,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, close };
+  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, policy, close };
 }
 
 /** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */

@@ -22,6 +22,11 @@ export class Access {
      * server's shared grant, and for anonymous ones, who have none.
      */
     readonly subject?: string,
+    /**
+     * A signed-in user's token claims that policies read (policy.groupsClaim and policy.claims, src/policy): only
+     * those, so one Access serves every token of the user that says the same about them.
+     */
+    readonly claims?: Readonly<Record<string, unknown>>,
   ) {
     this.servers = key?.allowedServers ? new Set(key.allowedServers) : undefined;
     this.tools = key?.allowedTools ? new Set(key.allowedTools) : undefined;
@@ -51,10 +56,10 @@ export class Access {
    * A signed-in user (src/auth/identity/principal.ts): `record` is made from a key template for them, and cached there
    * like stored records, so the derived sets are built once per user and template.
    */
-  static forUser(record: KeyRecord, user: string): Access {
+  static forUser(record: KeyRecord, user: string, claims: Readonly<Record<string, unknown>> = {}): Access {
     let access = byRecord.get(record);
     if (!access) {
-      access = new Access('key', record, `user:${user}`);
+      access = new Access('key', record, `user:${user}`, claims);
       byRecord.set(record, access);
     }
     return access;
@@ -63,6 +68,11 @@ export class Access {
   /** A key marked `assert_user` acting for one of its users (x-toolrouter-user): the key's scope, the user's grants. */
   asUser(user: string): Access {
     return new Access(this.kind, this.key, `user:${user}`);
+  }
+
+  /** A signed-in user (a token's subject), as opposed to a stored key or a key acting for a user. */
+  get signedIn(): boolean {
+    return this.claims !== undefined;
   }
 
   /** May manage keys, catalog sources, the index and settings. */

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import YAML from 'yaml';
 import { ClientConfigError, importClientConfigs, type ImportedServers } from '../mcp/upstream/client-config.js';
+import { PolicyLoadError } from '../policy/load.js';
+import { PolicyService } from '../policy/service.js';
 import { configInput, ConfigError, validateConfig, type Config } from './config.js';
 
 export const MASK = '***';
@@ -45,6 +47,13 @@ export function inspectConfig(env: NodeJS.ProcessEnv = process.env): ConfigInspe
       if (!(error instanceof ClientConfigError)) throw error;
       problems.push(`mcp.import: ${error.message}`);
     }
+  }
+  // Policies are validated against toolrouter's Cedar schema as serve loads them: an invalid one refuses the start.
+  try {
+    PolicyService.check(validated.config.policy);
+  } catch (error) {
+    if (!(error instanceof PolicyLoadError)) throw error;
+    problems.push(...error.problems.map((problem) => `policy.files: ${problem}`));
   }
   if (problems.length > 0) return { config: undefined, problems, leftOut: [] };
   const { skipped } = importClientConfigs(files, env, Object.keys(validated.config.mcp.servers));

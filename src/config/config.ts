@@ -14,7 +14,9 @@ import { chatSettingsSchema } from '../chat/settings.js';
 import { embeddingSettingsSchema } from '../embedding/settings.js';
 import { feedbackSettingsSchema } from '../feedback/settings.js';
 import { queueSettingsSchema, workerSettingsSchema } from '../indexing/settings.js';
+import { guardrailsSettingsSchema } from '../guardrails/settings.js';
 import { mcpSettingsSchema } from '../mcp/settings.js';
+import { policySettingsSchema } from '../policy/settings.js';
 import { staticTransformProblems, transformServer } from '../mcp/upstream/transform.js';
 import { defaultModelsDir } from '../package-root.js';
 import { layerRedis, redisFromEnv, redisOfLayer, redisSettingsSchema } from '../redis/settings.js';
@@ -68,6 +70,10 @@ export const configSchema = z.object({
   upstreamAnthropicUrl: z.string().url().optional(),
   chat: chatSettingsSchema,
   mcp: mcpSettingsSchema,
+  /** Cedar policies over every tool call, resource read and prompt (src/policy, docs/governance.md). */
+  policy: policySettingsSchema,
+  /** Credentials kept out of tool calls' arguments and results (src/guardrails). */
+  guardrails: guardrailsSettingsSchema,
 }).superRefine((config, ctx) => {
   // Tokens narrow what a caller sees; an open service (no ADMIN_KEY) lets everyone in without one, so they would not.
   if (config.auth.oauth && !config.adminKey) {

@@ -214,6 +214,24 @@ describe('toolrouter config check', () => {
     assert.ok(!stderr.includes('short\n'), 'the rejected secret itself is not echoed');
   });
 
+  it('reports an invalid policy naming file, line and Cedar\'s message, and serve refuses to start on it', async () => {
+    const policies = configFile('@id("ok") permit (principal, action, resource);\n\npermit (principal, action, resource)\n  when { resource.nme == "x" };\n', 'policies.cedar');
+    const file = configFile(`policy: { files: [${JSON.stringify(policies)}] }\n`);
+    const { code, stdout, stderr } = await cli(['--config', file, 'config', 'check']);
+    assert.equal(code, 2);
+    assert.equal(stdout, '');
+    assert.match(stderr, /^ {2}- policy\.files: .*policies\.cedar:4: for policy `policy1`, attribute `nme` on entity type `Tool` not found; did you mean `name`\?$/m);
+    const serve = await cli(['--config', file, 'serve'], { PORT: '0', MODELS_DIR: path.join(REPO_ROOT, 'models') });
+    assert.notEqual(serve.code, 0);
+    assert.match(serve.stderr, /policies\.cedar:4: /);
+    // The schema policies are checked against, with the configured claims.
+    const schema = await cli(['--config', configFile('policy: { claims: [department] }\n'), 'policy', 'schema']);
+    assert.equal(schema.code, 0);
+    assert.match(schema.stdout, /entity Caller in \[Group\]/);
+    assert.match(schema.stdout, /department\?: Set<String>/);
+    assert.match(schema.stdout, /action call_tool appliesTo/);
+  });
+
   it('refuses settings the schema does not know', async () => {
     const file = configFile('serach: { mode: bm25 }\nsearch: { topk: 3 }\n');
     const { code, stderr } = await cli(['--config', file, 'config', 'check']);
@@ -279,7 +297,7 @@ describe('toolrouter start-up errors', () => {
 
   it('says a command is unknown instead of handing it to serve', async () => {
     const result = await cli(['frobnicate']);
-    assertOneLine(result, /^error: unknown command 'frobnicate' \(commands: serve, stdio, worker, eval, calibrate, tune, config, models; /);
+    assertOneLine(result, /^error: unknown command 'frobnicate' \(commands: serve, stdio, worker, eval, calibrate, tune, config, policy, models; /);
     assert.doesNotMatch((await cli(['--help'])).stdout, /^ {2}bench\b/m, 'bench is `npm run bench`, not a production command');
   });
 

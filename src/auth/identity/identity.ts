@@ -17,9 +17,11 @@ export class Identity {
     readonly settings: IdentitySettings,
     keyDefaults: KeyDefaults,
     log?: TokenVerifierOptions['log'],
+    /** The claims policies read (policy.groupsClaim and policy.claims), carried on each user's Access. */
+    policyClaims: readonly string[] = [],
   ) {
     this.verifier = new TokenVerifier({ ...settings, audience: acceptedAudiences(settings), ...(log ? { log } : {}) });
-    this.principals = new Principals({ ...(settings.claims ? { claims: settings.claims } : {}), defaultKey: settings.defaultKey ?? keyDefaults });
+    this.principals = new Principals({ ...(settings.claims ? { claims: settings.claims } : {}), defaultKey: settings.defaultKey ?? keyDefaults, policyClaims });
   }
 
   /** A credential that may be one of this issuer's tokens (API keys never look like a JWT). */

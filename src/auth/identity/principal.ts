@@ -17,6 +17,8 @@ export interface PrincipalOptions {
   claims?: IdentitySettings['claims'];
   /** auth.oauth.defaultKey, else keys.defaults. */
   defaultKey: KeyTemplate | KeyDefaults;
+  /** Claims policies read (policy.groupsClaim, policy.claims): carried on the user's Access, and part of its cache key. */
+  policyClaims?: readonly string[];
 }
 
 /**
@@ -33,17 +35,29 @@ export class Principals {
     // The verifier admits only string subjects; a caller handing anything else here is refused, never coerced.
     if (typeof token.subject !== 'string' || token.subject === '') throw new UnauthorizedError('invalid access token: the subject claim (sub) must be a non-empty string', 'invalid');
     const template = this.templateFor(token.claims);
-    const cacheKey = `${template.name}\u0000${token.subject}`;
+    const claims = this.policyClaims(token.claims);
+    const cacheKey = `${template.name}\u0000${token.subject}\u0000${JSON.stringify(claims)}`;
     let access = this.cache.get(cacheKey);
     if (access) {
       // Most recently seen last, so the oldest is dropped first.
       this.cache.delete(cacheKey);
     } else {
-      access = Access.forUser(recordFor(token.subject, template.name, template.settings), token.subject);
+      access = Access.forUser(recordFor(token.subject, template.name, template.settings), token.subject, claims);
       if (this.cache.size >= MAX_CACHED_USERS) this.cache.delete(this.cache.keys().next().value!);
     }
     this.cache.set(cacheKey, access);
     return access;
+  }
+
+  /** The claims policies read, each a string or a list of at most MAX_CLAIM_VALUES strings (anything else left out). */
+  private policyClaims(claims: JWTPayload): Record<string, string | string[]> {
+    const picked: Record<string, string | string[]> = {};
+    for (const name of this.options.policyClaims ?? []) {
+      const value = claims[name];
+      if (typeof value === 'string') picked[name] = value;
+      else if (Array.isArray(value)) picked[name] = value.slice(0, MAX_CLAIM_VALUES).filter((item): item is string => typeof item === 'string');
+    }
+    return picked;
   }
 
   private templateFor(claims: JWTPayload): { name: string; settings: KeyTemplate | KeyDefaults } {

@@ -1,7 +1,8 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { HttpError, parseBody } from '../errors.js';
-import type { Catalog } from '../../catalog/catalog.js';
+import type { Catalog, CatalogEntry } from '../../catalog/catalog.js';
+import type { Access } from '../../auth/access.js';
 import type { StaticSources } from '../../catalog/static-sources.js';
 import type { IndexManager } from '../../indexing/manager.js';
 import { accessOf, assertAdmin } from '../auth.js';
@@ -24,9 +25,11 @@ export interface CatalogRouteOptions {
   catalog: Catalog;
   sources: StaticSources;
   indexes: IndexManager;
+  /** Governance (src/policy): tools no policy could let this caller call are left out of its listing. Absent: none. */
+  policyView?: (access: Access) => { visible: (entry: CatalogEntry) => boolean; key: string } | undefined;
 }
 
-export function catalogRoutes({ catalog, sources, indexes }: CatalogRouteOptions): Router {
+export function catalogRoutes({ catalog, sources, indexes, policyView }: CatalogRouteOptions): Router {
   const router = Router();
   const views = catalogViews(indexes);
 
@@ -34,7 +37,8 @@ export function catalogRoutes({ catalog, sources, indexes }: CatalogRouteOptions
   router.get('/v1/catalog', (_req, res) => {
     const access = accessOf(res);
     const snapshot = catalog.snapshot();
-    const entries = snapshot.entries.filter((entry) => access.canSee(entry));
+    const policy = policyView?.(access);
+    const entries = snapshot.entries.filter((entry) => access.canSee(entry) && (policy?.visible(entry) ?? true));
     res.json({
       // A restricted key's hash is of its own tools: another tenant's change must not show in it.
       catalogHash: views.catalogHash(snapshot, access),

@@ -7,6 +7,7 @@ import { fusionMethodSchema, mergeWeights, weightsUpdateSchema } from '../../sea
 import { badRequest, HttpError, parseBody, queryText } from '../errors.js';
 import type { IndexManager } from '../../indexing/manager.js';
 import { accessOf } from '../auth.js';
+import type { Access } from '../../auth/access.js';
 import type { CatalogEntry } from '../../catalog/catalog.js';
 import { catalogViews } from '../catalog-views.js';
 
@@ -18,9 +19,14 @@ export interface SearchRouteOptions {
   search: SearchService;
   maxQueryLength: number;
   indexes: IndexManager;
+  /**
+   * Governance (src/policy): what policy lets this caller see (a tool no policy could permit is never found) and a
+   * key naming that view; undefined when no policy applies. Absent: no policies.
+   */
+  policyView?: (access: Access) => { visible: (entry: CatalogEntry) => boolean; key: string } | undefined;
 }
 
-export function searchRoute({ search, maxQueryLength, indexes }: SearchRouteOptions): RequestHandler {
+export function searchRoute({ search, maxQueryLength, indexes, policyView }: SearchRouteOptions): RequestHandler {
   const views = catalogViews(indexes);
   const searchBody = z
     .object({
@@ -52,7 +58,7 @@ export function searchRoute({ search, maxQueryLength, indexes }: SearchRouteOpti
       rerank: body.rerank,
       // A key's search ranks only what it may see, so neither results nor their order tell it about other tools. A
       // caller who sees everything passes no filter: the index searches then run unfiltered.
-      ...(access.restricted ? { visible: (entry: CatalogEntry) => access.canSee(entry), visibilityKey: access.viewKey } : {}),
+      ...visibility(access, policyView?.(access)),
       feedbackScope: access.scope,
       observe: { surface: 'rest', ...(access.scope === undefined ? {} : { key: access.scope }) },
     });
@@ -67,6 +73,12 @@ export function searchRoute({ search, maxQueryLength, indexes }: SearchRouteOpti
       ...(response.fallback ? { fallback: response.fallback } : {}),
     });
   };
+}
+
+/** The search filter for this caller: its key's view, narrowed by policy; none for a caller who sees everything. */
+function visibility(access: Access, policy: { visible: (entry: CatalogEntry) => boolean; key: string } | undefined): { visible?: (entry: CatalogEntry) => boolean; visibilityKey?: string } {
+  if (policy) return { visible: (entry) => access.canSee(entry) && policy.visible(entry), visibilityKey: `${access.viewKey}\u0000${policy.key}` };
+  return access.restricted ? { visible: (entry) => access.canSee(entry), visibilityKey: access.viewKey } : {};
 }
 
 /**

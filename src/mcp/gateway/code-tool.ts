@@ -171,7 +171,9 @@ class GatewayToolHost implements ToolHost {
       // The direct path answers a tool the key may not use, or no tool of that name, with a JSON-RPC error.
       const code = (error as { code?: unknown }).code;
       const message = error instanceof Error ? error.message : String(error);
-      throw new ToolCallFailure(message, typeof code === 'number' ? (RPC_CODES[code] ?? 'error') : 'error');
+      // Governance refusals carry their own code (policy_denied, guardrail_blocked, ...) in the error's data.
+      const named = (error as { data?: { code?: unknown } }).data?.code;
+      throw new ToolCallFailure(message, typeof named === 'string' ? named : typeof code === 'number' ? (RPC_CODES[code] ?? 'error') : 'error');
     }
     const value = valueOf(result);
     if (result.isError) throw new ToolCallFailure(textOf(result) || `${name} failed`, 'tool_error', value);

@@ -33,6 +33,9 @@ import { MemorySearchStore, type SearchStore } from '../../state/searches.js';
 import { mcpClientToolSpan } from '../../telemetry/spans.js';
 import type { McpTokenAccounting } from './token-accounting.js';
 import type { RelayContext } from '../relay/channel.js';
+import { Governance, GovernanceError, type GovernanceOptions } from './governance.js';
+import type { AuditSurface } from '../../audit/types.js';
+import type { PolicyTarget } from '../../policy/types.js';
 
 export interface GatewaySettings {
   /**
@@ -66,6 +69,10 @@ export type GatewayErrorCode = Extract<
   | 'upstream_timeout'
   | 'upstream_unavailable'
   | 'upstream_error'
+  | 'policy_denied'
+  | 'confirmation_required'
+  | 'guardrail_blocked'
+  | 'audit_unavailable'
 >;
 
 /**
@@ -80,8 +87,10 @@ export class GatewayError extends ToolrouterError {
     message: string,
     /** For upstream_unavailable: when to try again (REST Retry-After). */
     retryAfterSeconds?: number,
+    /** Fields added to the error body (a denial's `policies`). */
+    details?: Record<string, unknown>,
   ) {
-    super(code, message, retryAfterSeconds === undefined ? {} : { retryAfterSeconds });
+    super(code, message, { ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }), ...(details === undefined ? {} : { details }) });
   }
 }
 
@@ -118,6 +127,13 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   tokens: McpTokenAccounting | undefined;
   /** Code mode's `execute`, listed for callers it is on for (set by the assembly). */
   codeMode: CodeModeListing | undefined;
+  /**
+   * Policies, the secret guardrail and the audit trail over every call, resource read and prompt (set by the assembly
+   * with `govern`; none: calls run as before, at no cost).
+   */
+  private governance: Governance | undefined;
+  /** One policy target per catalog entry (entries are replaced, never changed), so policy answers are found by object. */
+  private readonly targets = new WeakMap<CatalogEntry, PolicyTarget>();
   /**
    * Pairs searches with later calls across sessions and stateless requests (search ids, per-key history). In this
    * process's memory until the assembly hands in a shared store (`useSearchStore`).
@@ -161,6 +177,77 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     upstreams.on('features', this.onFeatures);
   }
 
+  /** Governs every call from now on (policy, guardrails, audit: src/mcp/gateway/governance.ts). */
+  govern(options: GovernanceOptions): void {
+    const governance = new Governance(options);
+    // Nothing to do (no policies, no guardrail, no audit): calls take the path they always took.
+    this.governance = governance.active ? governance : undefined;
+  }
+
+  /** The policy set changed: what each caller may list may have changed too (sessions compare their own listing). */
+  policiesChanged(): void {
+    this.coverageCache.delete(this.catalog.snapshot());
+    this.emit('listChanged');
+  }
+
+  /** Whether policy could let this caller call this tool with some arguments (search and listings hide it otherwise). */
+  private policyAllows(entry: CatalogEntry, access: Access): boolean {
+    const policy = this.governance?.options.policy;
+    return !policy?.active || policy.mayPermit(access, this.targetOf(entry));
+  }
+
+  /** The caller's key view plus what policy lets it see: callers with equal strings see the same tools. */
+  viewKeyOf(access: Access): string {
+    const policy = this.governance?.options.policy;
+    return policy?.active ? `${access.viewKey}\u0000${policy.viewKey(access)}` : access.viewKey;
+  }
+
+  /**
+   * What policy would decide for this caller calling `name` with `args` (POST /v1/policy/check): the decision, the
+   * deciding policies, and the confirmation a @confirm policy would ask. Without policies every call is permitted.
+   */
+  checkPolicy(
+    name: string,
+    args: Record<string, unknown> | undefined,
+    access: Access,
+    surface: AuditSurface = 'mcp',
+  ): { decision: 'permit' | 'deny'; policies: string[]; confirm?: { question: string; policy: string }; mode?: 'enforce' | 'log' } {
+    const entry = this.catalog.get(name);
+    if (!entry) throw new GatewayError('not_found', `unknown tool "${name}"`);
+    const policy = this.governance?.options.policy;
+    if (!policy?.active) return { decision: 'permit', policies: [] };
+    const decided = policy.decide({ action: 'call_tool', access, target: this.targetOf(entry), arguments: args, surface });
+    return {
+      decision: decided.allowed ? 'permit' : 'deny',
+      policies: decided.policies,
+      ...(decided.confirm ? { confirm: decided.confirm } : {}),
+      mode: decided.enforced ? 'enforce' : 'log',
+    };
+  }
+
+  /** For faces searching the catalog themselves (REST search): what policy lets this caller see, and its view key. */
+  policyView(access: Access): { visible: (entry: CatalogEntry) => boolean; key: string } | undefined {
+    const policy = this.governance?.options.policy;
+    if (!policy?.active) return undefined;
+    return { visible: (entry) => policy.mayPermit(access, this.targetOf(entry)), key: policy.viewKey(access) };
+  }
+
+  private targetOf(entry: CatalogEntry): PolicyTarget {
+    let target = this.targets.get(entry);
+    if (!target) {
+      target = this.makeTarget(entry);
+      this.targets.set(entry, target);
+    }
+    return target;
+  }
+
+  private makeTarget(entry: CatalogEntry): PolicyTarget {
+    const server = entry.server ?? entry.source;
+    const prefix = this.settings.separator === '' ? '' : `${server}${this.settings.separator}`;
+    const name = prefix !== '' && entry.tool.name.startsWith(prefix) ? entry.tool.name.slice(prefix.length) : entry.tool.name;
+    return { id: entry.tool.name, name, server, ...(entry.tool.annotations ? { annotations: entry.tool.annotations } : {}) };
+  }
+
   /** Keeps searches and their histories in `store` (Redis: shared by every instance) from now on. */
   useSearchStore(store: SearchStore): void {
     this.searches = new SearchLedger(() => this.feedback, store, this.log);
@@ -195,7 +282,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       byKey = new Map();
       this.coverageCache.set(snapshot, byKey);
     }
-    const key = access.restricted ? access.viewKey : '';
+    const key = access.restricted || this.governance?.options.policy?.active ? this.viewKeyOf(access) : '';
     let text = byKey.get(key);
     if (text === undefined) {
       const counts = new Map<string, number>();
@@ -302,6 +389,12 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   /** A real tool the caller may call (it comes from a connected upstream server, and the caller's key allows it). */
   callable(name: string, access: Access = Access.open): CatalogEntry | undefined {
     const entry = this.catalog.get(name);
+    return entry && this.upstreams.ownsSource(entry.source) && access.canSee(entry) && this.policyAllows(entry, access) ? entry : undefined;
+  }
+
+  /** A real tool the caller's key allows, whatever policy says (calls: the governed path decides and says why). */
+  private reachable(name: string, access: Access): CatalogEntry | undefined {
+    const entry = this.catalog.get(name);
     return entry && this.upstreams.ownsSource(entry.source) && access.canSee(entry) ? entry : undefined;
   }
 
@@ -320,7 +413,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 
   /** Every tool the caller may call, in catalog order. */
   callableEntries(access: Access = Access.open): CatalogEntry[] {
-    return this.catalog.snapshot().entries.filter((entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry));
+    return this.catalog.snapshot().entries.filter((entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry) && this.policyAllows(entry, access));
   }
 
   /** A hash of what tools/list shows this caller; sessions compare it to tell their client only of real changes. */
@@ -378,7 +471,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         query,
         topK,
         ...(minScore === undefined ? {} : { minScore }),
-        visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry),
+        visible: (entry) => this.upstreams.ownsSource(entry.source) && access.canSee(entry) && this.policyAllows(entry, access),
         feedbackScope: access.scope,
         observe: { surface, ...(access.scope === undefined ? {} : { key: access.scope }) },
       });
@@ -405,13 +498,16 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
       relay?: RelayContext;
       /** The caller runs this call as a task: an upstream that can run the tool as a task does so (calls.ts runsAsTask). */
       asTask?: boolean;
+      /** The face the call came through, for policies (context.surface) and the audit trail; default mcp. */
+      surface?: AuditSurface;
     } = {},
   ): Promise<CallToolResult> {
     const access = options.access ?? Access.open;
     if (this.isVirtual(name, access) || this.isCodeTool(name, access)) {
       throw new GatewayError('recursion', `"${name}" is one of toolrouter's own tools; call it directly, not through ${this.settings.callToolName}`);
     }
-    const entry = this.callable(name, access);
+    // Found by the key's view alone: policy decides below (and names its policies) rather than hiding the tool here.
+    const entry = this.reachable(name, access);
     const down = entry ? undefined : this.upstreams.unavailableServer(name, this.settings.separator);
     if (down !== undefined && access.canSee({ source: down, server: down, tool: { name } as Tool })) {
       const error = this.upstreams.unavailableError(down);
@@ -428,7 +524,8 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
     if (problems.length > 0) {
       throw new GatewayError('invalid_arguments', `invalid arguments for "${name}": ${problems.join('; ')}`);
     }
-    return this.forwarding(
+    const forward = (args: Record<string, unknown> | undefined) =>
+      this.forwarding(
       () =>
         mcpClientToolSpan({ name, server: entry.server ?? entry.source, arguments: args }, (meta) =>
           this.upstreams.callTool(name, args, {
@@ -444,6 +541,27 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
         ),
       access,
     );
+    if (!this.governance) return forward(args);
+    return this.governed<CallToolResult>({
+      action: 'call_tool',
+      access,
+      target: this.targetOf(entry),
+      arguments: args,
+      surface: options.surface ?? 'mcp',
+      ...(options.relay ? { relay: options.relay } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      run: forward,
+    });
+  }
+
+  /** The governed path (governance.ts), its refusals as GatewayErrors every face already maps. */
+  private async governed<T>(call: Parameters<Governance['run']>[0]): Promise<T> {
+    try {
+      return await this.governance!.run<T>(call);
+    } catch (error) {
+      if (error instanceof GovernanceError) throw new GatewayError(error.code, error.message, undefined, { ...error.details });
+      throw error;
+    }
   }
 
   /**
@@ -477,25 +595,54 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   }
 
   /** resources/read, forwarded to the server that listed the URI (or whose template matches it), result unchanged. */
-  async readResource(uri: string, options: { signal?: AbortSignal; access?: Access } = {}): Promise<ReadResourceResult> {
-    const connection = this.resourceOwner(uri, options.access ?? Access.open);
-    return this.forwarding(() =>
-      connection.forward({ method: 'resources/read', params: { uri } }, ReadResourceResultSchema, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal }),
-    );
+  async readResource(uri: string, options: { signal?: AbortSignal; access?: Access; surface?: AuditSurface; relay?: RelayContext } = {}): Promise<ReadResourceResult> {
+    const access = options.access ?? Access.open;
+    const connection = this.resourceOwner(uri, access);
+    const read = () =>
+      this.forwarding(() =>
+        connection.forward({ method: 'resources/read', params: { uri } }, ReadResourceResultSchema, { timeoutMs: this.settings.callTimeoutMs, signal: options.signal }),
+      );
+    if (!this.governance) return read();
+    return this.governed<ReadResourceResult>({
+      action: 'read_resource',
+      access,
+      target: { id: uri, name: uri, server: connection.name },
+      arguments: undefined,
+      surface: options.surface ?? 'mcp',
+      ...(options.relay ? { relay: options.relay } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      run: read,
+    });
   }
 
   /** prompts/get by namespaced name, forwarded under the server's own prompt name. */
-  async getPrompt(name: string, args: Record<string, string> | undefined, options: { signal?: AbortSignal; access?: Access } = {}): Promise<GetPromptResult> {
+  async getPrompt(
+    name: string,
+    args: Record<string, string> | undefined,
+    options: { signal?: AbortSignal; access?: Access; surface?: AuditSurface; relay?: RelayContext } = {},
+  ): Promise<GetPromptResult> {
     const access = options.access ?? Access.open;
     const owner = this.upstreams.promptOwner(name, (server) => access.canSeeServer(server));
     if (!owner) throw new GatewayError('not_found', `unknown prompt "${name}"; prompts/list lists the prompts available`);
-    return this.forwarding(() =>
-      owner.connection.forward(
-        { method: 'prompts/get', params: { name: owner.name, ...(args === undefined ? {} : { arguments: args }) } },
-        GetPromptResultSchema,
-        { timeoutMs: this.settings.callTimeoutMs, signal: options.signal },
-      ),
-    );
+    const get = (sent: Record<string, unknown> | undefined) =>
+      this.forwarding(() =>
+        owner.connection.forward(
+          { method: 'prompts/get', params: { name: owner.name, ...(sent === undefined ? {} : { arguments: sent }) } },
+          GetPromptResultSchema,
+          { timeoutMs: this.settings.callTimeoutMs, signal: options.signal },
+        ),
+      );
+    if (!this.governance) return get(args);
+    return this.governed<GetPromptResult>({
+      action: 'get_prompt',
+      access,
+      target: { id: name, name: owner.name, server: owner.connection.name },
+      arguments: args,
+      surface: options.surface ?? 'mcp',
+      ...(options.relay ? { relay: options.relay } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+      run: get,
+    });
   }
 
   /**

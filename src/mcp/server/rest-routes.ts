@@ -72,11 +72,11 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
     if (body.task !== undefined) {
       const access = accessOf(res);
       // The call's failure (a GatewayError) becomes the task's failure; its message is kept for the result.
-      const task = await gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal, asTask: true }));
+      const task = await gateway.tasks.start(restOwner(access), body.task.ttl, (signal) => gateway.callTool(body.name, body.arguments, { access, signal, asTask: true, surface: 'rest' }));
       return res.status(202).json({ task });
     }
     // A result with isError: true is the tool's own answer and passes through with 200.
-    res.json(await rest(() => gateway.callTool(body.name, body.arguments, { access: accessOf(res) })));
+    res.json(await rest(() => gateway.callTool(body.name, body.arguments, { access: accessOf(res), surface: 'rest' })));
   });
 
   // Tasks started over REST: the caller's key's own (REST has no session), as /mcp's tasks/get, result, list, cancel.
@@ -111,7 +111,7 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
 
   router.post('/mcp-rest/resources/read', async (req, res) => {
     const body = parseBody(readBody, req.body);
-    res.json(await rest(() => gateway.readResource(body.uri, { access: accessOf(res) })));
+    res.json(await rest(() => gateway.readResource(body.uri, { access: accessOf(res), surface: 'rest' })));
   });
 
   router.get('/mcp-rest/prompts/list', (_req, res) => {
@@ -120,7 +120,7 @@ export function mcpRestRoutes(gateway: McpGateway, upstreams: UpstreamManager, l
 
   router.post('/mcp-rest/prompts/get', async (req, res) => {
     const body = parseBody(promptBody, req.body);
-    res.json(await rest(() => gateway.getPrompt(body.name, body.arguments, { access: accessOf(res) })));
+    res.json(await rest(() => gateway.getPrompt(body.name, body.arguments, { access: accessOf(res), surface: 'rest' })));
   });
 
   return router;

@@ -343,11 +343,13 @@ export async function callTool(
   access: Access,
   feedback: McpFeedback,
   log: Logger,
+  /** `code` for calls made by code mode's programs (the `direct` path); default `mcp`. */
+  surface: 'mcp' | 'code' = 'mcp',
 ): Promise<CallToolResult> {
-  return mcpServerToolSpan({ name: params.name, arguments: params.arguments, meta: params._meta }, () => answerToolCall(gateway, params, context, access, feedback, log));
+  return mcpServerToolSpan({ name: params.name, arguments: params.arguments, meta: params._meta }, () => answerToolCall(gateway, params, context, access, feedback, log, surface));
 }
 
-async function answerToolCall(...[gateway, params, context, access, feedback, log]: Parameters<typeof callTool>): Promise<CallToolResult> {
+async function answerToolCall(...[gateway, params, context, access, feedback, log, surface = 'mcp']: Parameters<typeof callTool>): Promise<CallToolResult> {
   const { name, arguments: args } = params;
   const { searchToolName, callToolName } = gateway.settings;
   const through = gateway.isVirtual(name, access) && name === callToolName;
@@ -359,11 +361,11 @@ async function answerToolCall(...[gateway, params, context, access, feedback, lo
     return gateway.codeMode.execute(args, {
       access,
       signal: context.signal,
-      direct: (tool, toolArgs) => callTool(gateway, { name: tool, arguments: toolArgs }, context, access, feedback, log),
+      direct: (tool, toolArgs) => callTool(gateway, { name: tool, arguments: toolArgs }, context, access, feedback, log, 'code'),
       searched: (query, tools) => void feedback.searched(query, tools),
     });
   }
-  return forward(gateway, name, args, context, log, access);
+  return forward(gateway, name, args, context, log, access, surface);
 }
 
 export function featureSignature(gateway: McpGateway, access: Access, kind: 'resources' | 'prompts'): string {
@@ -491,11 +493,16 @@ async function forward(
   context: CallContext,
   log: Logger,
   access: Access,
+  surface: 'mcp' | 'code' = 'mcp',
 ): Promise<CallToolResult> {
   try {
-    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context) });
+    return await gateway.callTool(name, args, { signal: context.signal, access, onProgress: relayProgress(context), ...relayOf(context), surface });
   } catch (error) {
     if (error instanceof GatewayError && error.code === 'forbidden') throw forbidden(error.message);
+    // Governance refusals of a direct call are JSON-RPC errors naming the code and the deciding policies (or rule).
+    if (error instanceof GatewayError && GOVERNANCE_CODES.has(error.code)) {
+      throw new RpcError(error.code === 'audit_unavailable' ? ErrorCode.InternalError : ACCESS_DENIED, error.message, { code: error.code, ...error.details });
+    }
     // Called directly, a name nobody serves cannot be routed: a JSON-RPC error, not a tool result.
     if (error instanceof GatewayError && error.code === 'unknown_tool') throw new RpcError(ErrorCode.InvalidParams, error.message);
     if (error instanceof GatewayError) return errorResult(error.message);
@@ -504,6 +511,8 @@ async function forward(
     throw error;
   }
 }
+
+const GOVERNANCE_CODES = new Set<string>(['policy_denied', 'confirmation_required', 'guardrail_blocked', 'audit_unavailable']);
 
 function relayOf(context: CallContext): { relay?: RelayContext; asTask?: boolean } {
   return { ...(context.relay ? { relay: context.relay } : {}), ...(context.asTask ? { asTask: true } : {}) };
@@ -529,6 +538,7 @@ function forbidden(message: string): RpcError {
 function toMcpError(error: unknown): unknown {
   if (!(error instanceof GatewayError)) return error;
   if (error.code === 'forbidden') return forbidden(error.message);
+  if (GOVERNANCE_CODES.has(error.code)) return new RpcError(error.code === 'audit_unavailable' ? ErrorCode.InternalError : ACCESS_DENIED, error.message, { code: error.code, ...error.details });
   if (error.code === 'index_not_ready') return new RpcError(ErrorCode.InternalError, error.message);
   return new RpcError(ErrorCode.InvalidParams, error.message);
 }
