@@ -141,6 +141,20 @@ program
   .description('print the Cedar schema policy files are validated against (principal, actions, resources, context)')
   .action(async () => (await import('./cli/policy-schema.js')).policySchemaCommand());
 
+const audit = program.command('audit').description('the audit trail of tool calls (docs/audit.md)');
+
+audit
+  .command('verify')
+  .description('check the hash chain of the audit trail the configuration names; exit 1 naming the first broken record')
+  .action(async () => (await import('./cli/audit.js')).auditVerify(globals()));
+
+audit
+  .command('export')
+  .description('print the audit trail as JSON Lines, oldest first')
+  .option('--since <time>', 'only records from this time on (ISO 8601 or epoch milliseconds)')
+  .option('--until <time>', 'only records up to this time')
+  .action(async (options: { since?: string; until?: string }) => (await import('./cli/audit.js')).auditExport({ ...globals(), ...options }));
+
 const models = program.command('models').description('manage embedding models');
 
 models

@@ -116,6 +116,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly auditWrites = new Counter({
+    name: 'toolrouter_audit_writes_total',
+    help: 'Audit records appended to the audit store (result ok) or not yet (error: retried)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly auditDropped = new Counter({
+    name: 'toolrouter_audit_dropped_total',
+    help: 'Audit records dropped because the write queue (audit.queueSize) was full',
+    registers: [this.registry],
+  });
+
   readonly guardrailHits = new Counter({
     name: 'toolrouter_guardrail_hits_total',
     help: 'Credentials found in tool arguments or results, by secretlint rule and the action taken',

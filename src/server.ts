@@ -44,6 +44,9 @@ import { RedisSearchStore } from './state/redis/searches.js';
 import { startSearchDefaults } from './search/defaults.js';
 import { SearchService } from './search/search.js';
 import type { AuditSink } from './audit/types.js';
+import { AuditLog } from './audit/log.js';
+import { openAuditStore } from './audit/open.js';
+import { auditRoutes } from './http/routes/audit.js';
 import { SecretScanner } from './guardrails/secrets.js';
 import { PolicyService } from './policy/service.js';
 import { policyRoutes } from './mcp/server/policy-routes.js';
@@ -68,6 +71,8 @@ export interface Toolrouter {
   /** MCP gateway: upstream servers, the gateway, and its /mcp and /mcp-rest faces. */
   mcp: McpFaces;
   /** Stops background work and closes connections (upstreams, Redis), last opened first. */
+  /** The audit trail (src/audit); undefined when audit.enabled is false. */
+  audit: AuditLog | undefined;
   /** Governance policies (src/policy): the engine, reload, the schema. */
   policy: PolicyService;
   close(): Promise<void>;
@@ -80,7 +85,7 @@ export interface ToolrouterOptions {
   embedder?: Embedder;
   /** The web console's files; default: the package's (src/package-root.ts). */
   consoleDir?: string;
-  /** Where every governed call attempt is recorded (src/audit); none: not recorded. */
+  /** Where every governed call attempt is recorded instead of the trail audit settings call for (tests). */
   audit?: AuditSink;
   /** Reload policies on SIGHUP (default true; tests starting several routers in one process turn it off). */
   policySighup?: boolean;
@@ -183,20 +188,37 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(() => instances.close());
   const roundSecrets = bus ? await RedisRoundSecrets.start(bus.redis, redisKeys, { log }) : new LocalRoundSecrets();
   closers.push(() => roundSecrets.close());
+  // The audit trail (src/audit): a Redis stream shared by every instance, files under stateDir, or memory; records
+  // name this instance by its registry id. Closed after the faces, so the calls they finish are recorded too.
+  const trail = config.audit.enabled
+    ? (() => {
+        const { store, where } = openAuditStore({ settings: config.audit, ...(bus ? { redis: { client: bus.redis, keys: redisKeys } } : {}), ...(config.stateDir === undefined ? {} : { stateDir: config.stateDir }) });
+        log.debug({ where }, 'audit trail');
+        return new AuditLog({
+          store,
+          instance: instances.id,
+          settings: config.audit,
+          metrics: { written: (records, result) => metrics.auditWrites.inc({ result }, records), dropped: () => metrics.auditDropped.inc() },
+          log: log.child({ component: 'audit' }),
+        });
+      })()
+    : undefined;
+  if (trail) closers.push(() => trail.close());
+  const audit = options.audit ?? trail;
   const tasksState = { store: bus ? new RedisTaskStore(bus.redis, redisKeys) : new MemoryTaskStore(), instances, roundSecrets, log };
   // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
   const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, taskMessages: bus ? new RedisTaskMessageQueue(bus.redis, redisKeys, config.mcp.tasks.maxTtlMs) : undefined, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
   // Every tool call, resource read and prompt on every face goes through one governed path (src/mcp/gateway/governance.ts).
   // With an audit trail the scanner runs even with both actions off: records carry arguments with credentials redacted.
-  const guard = config.guardrails.secrets.arguments === 'off' && config.guardrails.secrets.results === 'off' && !options.audit
+  const guard = config.guardrails.secrets.arguments === 'off' && config.guardrails.secrets.results === 'off' && !audit
     ? undefined
     : new SecretScanner({ ...config.guardrails.secrets, maxBytes: config.mcp.maxResultBytes });
   mcp.gateway.govern({
     // Always handed in: without files it decides nothing, but names callers (kind, id, groups) for the audit trail.
     policy: policy.engine,
     ...(guard ? { guard } : {}),
-    ...(options.audit ? { audit: options.audit } : {}),
+    ...(audit ? { audit } : {}),
     metrics: {
       decision: (decision) => metrics.policyDecisions.inc({ decision }),
       confirmation: (outcome) => metrics.confirmations.inc({ outcome }),
@@ -206,6 +228,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   });
   policy.onChange = () => mcp.gateway.policiesChanged();
   routers.push(policyRoutes({ gateway: mcp.gateway, keys: () => auth.store.list(), groupsClaim: config.policy.groupsClaim }));
+  routers.push(auditRoutes({ audit: trail }));
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
@@ -259,7 +282,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, policy, close };
+  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, policy, audit: trail, close };
 }
 
 /** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */

@@ -8,6 +8,7 @@ import { z } from 'zod';
  * CLI hand each module its slice (`npm run lint` checks the direction, see .dependency-cruiser.cjs).
  */
 import { analyticsSettingsSchema } from '../analytics/settings.js';
+import { auditSettingsSchema } from '../audit/settings.js';
 import { authSettingsSchema, keysSettingsSchema, securitySettingsSchema } from '../auth/settings.js';
 import { catalogSettingsSchema, limitsSettingsSchema } from '../catalog/settings.js';
 import { chatSettingsSchema } from '../chat/settings.js';
@@ -74,6 +75,8 @@ export const configSchema = z.object({
   policy: policySettingsSchema,
   /** Credentials kept out of tool calls' arguments and results (src/guardrails). */
   guardrails: guardrailsSettingsSchema,
+  /** One hash-chained record per call attempt on every face (src/audit, docs/audit.md). */
+  audit: auditSettingsSchema,
 }).superRefine((config, ctx) => {
   // Tokens narrow what a caller sees; an open service (no ADMIN_KEY) lets everyone in without one, so they would not.
   if (config.auth.oauth && !config.adminKey) {
