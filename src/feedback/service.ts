@@ -21,6 +21,13 @@ export interface FeedbackInput {
 /** Records the tool an agent wanted for a query; all of them (REST, MCP sessions, chat proxy) go through record(). */
 export interface FeedbackRecorder {
   record(input: FeedbackInput): Promise<FeedbackEvent>;
+  /**
+   * What a face may keep of a query while it waits for the call that credits it (a search id's record, a chat turn):
+   * the query itself, or under `analytics.queries: hash | off` its `sha256:` form, so no query text is stored. A
+   * credit then carries that form: the search log pairs it all the same; nothing can be learnt from it.
+   * Absent: the query itself.
+   */
+  storedQuery?(query: string): string;
 }
 
 /**
