@@ -212,18 +212,19 @@ export class RedisKeys {
 /**
  * Redis could not be reached: the request failed. `sent: false` (the default) means the command never left this
  * process, so nothing was changed; `sent: true` means it went out and no answer came in time, so Redis may still apply
- * it when it comes back (every toolrouter write stores a whole value, so repeating the request is safe).
+ * it when it comes back (every toolrouter write stores a whole value, so repeating the request is safe). Redis's own
+ * error text (an OOM refusal, a connection error naming hosts) stays in `cause`, for the log: clients read only the
+ * message, which says what failed and that retrying is safe.
  */
 export class RedisUnavailableError extends ToolrouterError {
   override readonly name = 'RedisUnavailableError';
 
   constructor(action: string, cause: unknown, options: { sent?: boolean } = {}) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
     super(
       'redis_unavailable',
       options.sent
-        ? `Redis did not answer in time, so ${action} may not have been applied (it may still be, once Redis answers; repeating the request is safe): ${reason}`
-        : `Redis is unavailable, so ${action} failed and nothing was changed: ${reason}`,
+        ? `Redis did not answer in time, so ${action} may not have been applied (it may still be, once Redis answers; repeating the request is safe)`
+        : `Redis is unavailable, so ${action} failed and nothing was changed; retry later`,
       { cause },
     );
   }
