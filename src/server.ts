@@ -64,6 +64,8 @@ export interface Toolrouter {
   mcp: McpFaces;
   /** Stops background work and closes connections (upstreams, Redis), last opened first. */
   close(): Promise<void>;
+  /** Starts the drain of a graceful stop: /ready answers 503 from now on; everything else is served as before. */
+  drain(): void;
 }
 
 /** Wires catalog → index → search → interfaces for one process. */
@@ -78,6 +80,7 @@ export interface ToolrouterOptions {
 export async function createToolrouter(config: Config, options: ToolrouterOptions = {}): Promise<Toolrouter> {
   const log = options.log ?? createLogger(config.logLevel);
   const closers: (() => Promise<void> | void)[] = [];
+  let draining = false;
   // Per router, so two routers in one process (tests, an application embedding toolrouter) count apart.
   const metrics = new Metrics({ processMetrics: true });
   const embedder =
@@ -201,6 +204,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     maxQueryLength: config.search.maxQueryLength,
     jsonDepth: config.limits.jsonDepth,
     indexGraceMs: config.ready.indexGraceMs,
+    draining: () => draining,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey },
@@ -223,7 +227,10 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, close };
+  const drain = () => {
+    draining = true;
+  };
+  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, close, drain };
 }
 
 /** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */

@@ -25,9 +25,11 @@ export interface HealthRouteOptions {
   indexGraceMs?: number;
   /** This router's metrics: GET /metrics serves its registry. */
   metrics: Metrics;
+  /** True once a SIGTERM started the drain (src/shutdown.ts): /ready fails so the balancer stops sending here. */
+  draining?: () => boolean;
 }
 
-export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics }: HealthRouteOptions): Router {
+export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics, draining }: HealthRouteOptions): Router {
   const router = Router();
   const grace = indexGraceMs ?? 300_000;
   /** Since when the live index has not been built for the current catalog (per catalog hash). */
@@ -45,6 +47,8 @@ export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metric
     const checks: Record<string, Check> = {
       index: status.indexedHash !== null ? { ok: true } : { ok: false, detail: `no index loaded yet (index ${status.state})` },
     };
+    // Shutting down: still serving everything, but the balancer should send new requests elsewhere.
+    if (draining?.()) checks.shutdown = { ok: false, detail: 'shutting down: draining (requests are still served until shutdown.drainMs has passed)' };
     // An index of an older catalog still answers, but an instance stuck on it (a lost build, Redis restarted empty)
     // gives different answers from the others: after the grace period it is not ready.
     if (status.indexedHash !== null && status.indexedHash !== status.catalogHash) {
