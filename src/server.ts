@@ -174,6 +174,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   // 2025-era /mcp sessions: in Redis when there is one, so any instance serves any session (src/state/sessions.ts).
   const sessionStore = bus ? new RedisSessionStore(bus, { idleMs: config.mcp.sessionIdleMs, unusedIdleMs: config.mcp.unusedSessionIdleMs }) : undefined;
   const mcp = createMcpFaces({ config: { mcp: config.mcp, catalog: config.catalog, search: searchConfig }, catalog, search, log, feedback: credits, indexes, metrics, bus, sessionStore, stateDir: config.stateDir, countRequest: (access) => auth.countRequest(access), tasksState, auth, ...(gate ? { searches: new RedisSearchStore({ redis: gate.redis, keys: redisKeys, gate }) } : {}) });
+  // /ready waits for every upstream's first connection attempt (src/http/routes/health.ts).
+  let upstreamsSettled = false;
+  void mcp.upstreams.settled().then(() => (upstreamsSettled = true));
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
@@ -205,6 +208,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     jsonDepth: config.limits.jsonDepth,
     indexGraceMs: config.ready.indexGraceMs,
     draining: () => draining,
+    upstreamsSettled: () => upstreamsSettled,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey },

@@ -27,9 +27,14 @@ export interface HealthRouteOptions {
   metrics: Metrics;
   /** True once a SIGTERM started the drain (src/shutdown.ts): /ready fails so the balancer stops sending here. */
   draining?: () => boolean;
+  /**
+   * False until every upstream MCP server had its first connection attempt: a fresh instance taken into rotation
+   * before that would answer calls with "unavailable right now" (a restarted instance in a rolling restart).
+   */
+  upstreamsSettled?: () => boolean;
 }
 
-export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics, draining }: HealthRouteOptions): Router {
+export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics, draining, upstreamsSettled }: HealthRouteOptions): Router {
   const router = Router();
   const grace = indexGraceMs ?? 300_000;
   /** Since when the live index has not been built for the current catalog (per catalog hash). */
@@ -47,6 +52,7 @@ export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metric
     const checks: Record<string, Check> = {
       index: status.indexedHash !== null ? { ok: true } : { ok: false, detail: `no index loaded yet (index ${status.state})` },
     };
+    if (upstreamsSettled && !upstreamsSettled()) checks.upstreams = { ok: false, detail: 'still connecting to the upstream MCP servers (first attempt)' };
     // Shutting down: still serving everything, but the balancer should send new requests elsewhere.
     if (draining?.()) checks.shutdown = { ok: false, detail: 'shutting down: draining (requests are still served until shutdown.drainMs has passed)' };
     // An index of an older catalog still answers, but an instance stuck on it (a lost build, Redis restarted empty)
