@@ -9,6 +9,8 @@ const REDIS_PING_TIMEOUT_MS = 1_000;
 interface Check {
   ok: boolean;
   detail?: string;
+  /** A Redis failure every instance shares (src/redis/health.ts): shown, and not a reason to leave the balancer. */
+  shared?: boolean;
 }
 
 /** What `/health`, `/ready` and `/metrics` need; the app's options include these. */
@@ -71,9 +73,12 @@ export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metric
     }
     if (redisHealth) checks.redis = await redisHealth.check();
     else if (redis) checks.redis = await pingRedis(redis);
-    const failing = Object.keys(checks).filter((name) => !checks[name]!.ok);
+    // Ready: this instance can serve. A Redis failure every instance shares (it refuses writes, or stalls) leaves it in
+    // (reads are served, writes answer 503 with Retry-After); `degraded` names it.
+    const failing = Object.keys(checks).filter((name) => !checks[name]!.ok && !checks[name]!.shared);
+    const degraded = Object.keys(checks).filter((name) => !checks[name]!.ok && checks[name]!.shared);
     const ready = failing.length === 0;
-    res.status(ready ? 200 : 503).json({ ready, index: status.state, checks, failing });
+    res.status(ready ? 200 : 503).json({ ready, index: status.state, checks, failing, ...(degraded.length > 0 ? { degraded } : {}) });
   });
   return router;
 }
