@@ -230,6 +230,24 @@ export class RedisUnavailableError extends ToolrouterError {
   }
 }
 
+/**
+ * Whether an error (or a message) is Redis's or ioredis's own: a reply error (`OOM …`, `READONLY …`, `ERR …`) or a
+ * connection failure as ioredis words it. Such text names Redis internals and never goes to a client: the faces
+ * answer it as redis_unavailable (retryable) instead.
+ */
+export function isRedisErrorText(error: unknown): boolean {
+  if (error instanceof RedisUnavailableError) return true;
+  const { name, message } = error instanceof Error ? error : { name: '', message: typeof error === 'string' ? error : '' };
+  if (name === 'ReplyError' || name === 'MaxRetriesPerRequestError' || name === 'ClusterAllFailedError') return true;
+  return REDIS_TEXT.test(message);
+}
+
+const REDIS_TEXT =
+  /^(OOM|READONLY|LOADING|BUSY|MASTERDOWN|MISCONF|NOSCRIPT|WRONGTYPE|EXECABORT|CLUSTERDOWN|TRYAGAIN|CROSSSLOT|NOAUTH|WRONGPASS|NOREPLICAS) |^ERR |Connection is closed|Stream isn't writeable|enableOfflineQueue|max retries per request|All sentinels are unreachable|Too many Cluster redirections|Failed to refresh slots cache|maxmemory/;
+
+/** What a client reads instead of Redis's own error text. */
+export const REDIS_UNAVAILABLE_MESSAGE = 'the shared state store (Redis) is unavailable for a moment; nothing was lost, retry later';
+
 /** Runs a Redis command, turning connection failures into RedisUnavailableError. */
 export async function withRedis<T>(action: string, command: () => Promise<T>): Promise<T> {
   try {

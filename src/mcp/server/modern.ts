@@ -21,7 +21,8 @@ import { z } from 'zod';
 import { Access } from '../../auth/access.js';
 import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues, readableParams } from './params.js';
-import { bareMessage } from './rpc-error.js';
+import { bareMessage, RETRYABLE_SERVER_ERROR } from './rpc-error.js';
+import { isRedisErrorText, REDIS_UNAVAILABLE_MESSAGE } from '../../redis/connection.js';
 import { declared } from '../relay/channel.js';
 import { InputRounds, RoundHolderGoneError } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
@@ -112,6 +113,8 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
     return await work();
   } catch (error) {
     if (error instanceof McpError) throw new ProtocolError(error.code, bareMessage(error.code, error.message), error.data);
+    // Redis's own text never reaches a client (src/mcp/server/rpc-error.ts withBareError does the same on 2025).
+    if (isRedisErrorText(error)) throw new ProtocolError(RETRYABLE_SERVER_ERROR, REDIS_UNAVAILABLE_MESSAGE, { code: 'redis_unavailable', retryable: true });
     throw error;
   }
 }
