@@ -127,7 +127,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(stopIndexing);
 
   // Loaded before search starts, so the first search already counts every stored event.
-  const feedback = await startFeedback({ settings: config.feedback, metrics }, embedder, log, bus);
+  const feedback = await startFeedback({ settings: config.feedback, metrics, keepQueries: config.analytics.queries === 'full' }, embedder, log, bus);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
   // Every search a face marks is logged (one log for all instances with Redis); recording never holds a search up.

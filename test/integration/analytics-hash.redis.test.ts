@@ -22,7 +22,7 @@ describe('analytics.queries: hash stores no query text in Redis', () => {
     analytics: { queries: 'hash' },
     mcp: { search: true, servers: { files: stdioFixtureServer() }, pingIntervalMs: 0 },
   };
-  const words = ['zanzibarish', 'quokkaphile'];
+  const words = ['zanzibarish', 'quokkaphile', 'snorkelwick'];
   let worker: WorkerProcess;
   let a: RunningRouter;
   let b: RunningRouter;
@@ -94,6 +94,10 @@ describe('analytics.queries: hash stores no query text in Redis', () => {
     await onB.callTool({ name: 'call_tool', arguments: { name: 'files__echo', arguments: { text: 'hi' } } });
     const rest = await call(a.url, 'POST', '/v1/tools/search', { key: ADMIN_KEY, body: { query: `print the environment ${words[1]}` } });
     assert.equal(rest.status, 200, JSON.stringify(rest.body));
+    // Explicit feedback: learnt from (its embedding is of the text), stored with the query's hash only.
+    const told = await call(a.url, 'POST', '/v1/feedback', { key: ADMIN_KEY, body: { query: `sum two values ${words[2]}`, tool: 'files__add' } });
+    assert.equal(told.status, 201, JSON.stringify(told.body));
+    assert.ok(!JSON.stringify(told.body).includes(words[2]!), JSON.stringify(told.body));
     // The log pairs the call on B with the search on A though only the hash was kept.
     await eventually(
       async () => (await call(a.url, 'GET', '/v1/analytics/searches?surface=mcp', { key: ADMIN_KEY })).body.searches as { query: string; called?: string }[],
@@ -107,6 +111,7 @@ describe('analytics.queries: hash stores no query text in Redis', () => {
     await b.router.analytics?.flush();
     const keys = await dump();
     assert.ok([...keys.keys()].some((key) => key.startsWith(`${prefix}:searches:id:`)), 'the search records are there to be read');
+    assert.ok([...keys.values()].some((content) => content.includes('files__add') && content.includes('sha256:') && content.includes('feedback')), 'the feedback event is stored, hashed');
     for (const [key, content] of keys) {
       for (const word of [...words, 'add two numbers', 'echo this text', 'print the environment']) assert.ok(!content.includes(word), `${key} holds "${word}"`);
     }
