@@ -103,6 +103,14 @@ describe('rolling restart behind HAProxy', { timeout: 900_000 }, () => {
       for (let n = 0; n < instances.length; n++) {
         const begun = Date.now();
         instances[n]!.signal('SIGTERM');
+        // Draining: not ready, and still serving.
+        const ready = await eventually(
+          () => fetch(`http://127.0.0.1:${ports[n]}/ready`).then(async (r) => ({ status: r.status, body: (await r.json()) as { failing: string[] } })),
+          (answer) => answer.status === 503,
+          4_000,
+        );
+        assert.deepEqual(ready.body.failing, ['shutdown']);
+        assert.equal((await fetch(`http://127.0.0.1:${ports[n]}/health`)).status, 200);
         const exit = await instances[n]!.exited;
         assert.equal(exit.code, 0, `instance ${n} exit ${JSON.stringify(exit)}: ${JSON.stringify(instances[n]!.logs.slice(-3))}`);
         const stoppedMs = Date.now() - begun;
