@@ -70,12 +70,14 @@ export interface Toolrouter {
   metrics: Metrics;
   /** MCP gateway: upstream servers, the gateway, and its /mcp and /mcp-rest faces. */
   mcp: McpFaces;
-  /** Stops background work and closes connections (upstreams, Redis), last opened first. */
   /** The audit trail (src/audit); undefined when audit.enabled is false. */
   audit: AuditLog | undefined;
   /** Governance policies (src/policy): the engine, reload, the schema. */
   policy: PolicyService;
+  /** Stops background work and closes connections (upstreams, Redis), last opened first. */
   close(): Promise<void>;
+  /** Starts the drain of a graceful stop: /ready answers 503 from now on; everything else is served as before. */
+  drain(): void;
 }
 
 /** Wires catalog → index → search → interfaces for one process. */
@@ -94,6 +96,7 @@ export interface ToolrouterOptions {
 export async function createToolrouter(config: Config, options: ToolrouterOptions = {}): Promise<Toolrouter> {
   const log = options.log ?? createLogger(config.logLevel);
   const closers: (() => Promise<void> | void)[] = [];
+  let draining = false;
   // Per router, so two routers in one process (tests, an application embedding toolrouter) count apart.
   const metrics = new Metrics({ processMetrics: true });
   const embedder =
@@ -140,7 +143,7 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   closers.push(stopIndexing);
 
   // Loaded before search starts, so the first search already counts every stored event.
-  const feedback = await startFeedback({ settings: config.feedback, metrics }, embedder, log, bus);
+  const feedback = await startFeedback({ settings: config.feedback, metrics, keepQueries: config.analytics.queries === 'full' }, embedder, log, bus);
   if (feedback) closers.push(() => feedback.close());
   const reranker = await createReranker(config.search.rerank, config.embedding);
   // Every search a face marks is logged (one log for all instances with Redis); recording never holds a search up.
@@ -229,6 +232,9 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   policy.onChange = () => mcp.gateway.policiesChanged();
   routers.push(policyRoutes({ gateway: mcp.gateway, keys: () => auth.store.list(), groupsClaim: config.policy.groupsClaim }));
   routers.push(auditRoutes({ audit: trail }));
+  // /ready waits for every upstream's first connection attempt (src/http/routes/health.ts).
+  let upstreamsSettled = false;
+  void mcp.upstreams.settled().then(() => (upstreamsSettled = true));
   routers.push(...mcp.routers);
   closers.push(() => mcp.close());
   // Servers added at run time (stored in Redis, or the state file): connected like configured ones.
@@ -260,6 +266,8 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
     policyView: (access) => mcp.gateway.policyView(access),
     jsonDepth: config.limits.jsonDepth,
     indexGraceMs: config.ready.indexGraceMs,
+    draining: () => draining,
+    upstreamsSettled: () => upstreamsSettled,
     routers,
     rawBodyPaths: CHAT_RAW_BODY_PATHS,
     proxy: { isProxyPath, requireKey: config.chat.requireKey },
@@ -282,7 +290,10 @@ export async function createToolrouter(config: Config, options: ToolrouterOption
   const close = async () => {
     for (const closer of [...closers].reverse()) await closer();
   };
-  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, policy, audit: trail, close };
+  const drain = () => {
+    draining = true;
+  };
+  return { config, catalog, indexes, pipeline, search, feedback, analytics, embedder, app, log, metrics, mcp, policy, audit: trail, close, drain };
 }
 
 /** An open service (no ADMIN_KEY) binds to loopback only; `serve` checks this before starting anything. */

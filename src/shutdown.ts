@@ -2,7 +2,9 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 
 /**
- * Graceful stop of `serve`: stop accepting connections, let every accepted request finish (its connection closes
+ * Graceful stop of `serve`. First the drain (`drainMs`): `onDrain` makes /ready fail while every request, new ones
+ * included, is served as before, so a load balancer's health check takes the instance out before anything is refused.
+ * Then stop accepting connections, let every accepted request finish (its connection closes
  * after the response), then close the service (MCP sessions, upstreams, Redis) and resolve. A request that arrives
  * on an already open keep-alive connection meanwhile is still served, with `Connection: close`.
  *
@@ -12,7 +14,7 @@ import type { Logger } from 'pino';
 export function gracefulShutdown(
   server: Server,
   closeService: () => Promise<void>,
-  { timeoutMs, log }: { timeoutMs: number; log: Logger },
+  { timeoutMs, log, drainMs = 0, onDrain }: { timeoutMs: number; log: Logger; drainMs?: number; onDrain?: () => void },
 ): () => Promise<number> {
   const inFlight = new Set<ServerResponse>();
   const drained = new Set<() => void>();
@@ -32,6 +34,11 @@ export function gracefulShutdown(
   let result: Promise<number> | undefined;
   return () => {
     result ??= (async () => {
+      if (drainMs > 0) {
+        onDrain?.();
+        log.info({ drainMs }, 'shutting down: draining (/ready fails, requests are still served)');
+        await new Promise((resolve) => setTimeout(resolve, drainMs));
+      }
       stopping = true;
       log.info({ inFlight: inFlight.size, timeoutMs }, 'shutting down: finishing in-flight requests');
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../metrics.js';
 import type { SearchObserver } from '../search/search.js';
 import type { SearchLogStore } from './store.js';
-import { SEARCH_SURFACES, type AnalyticsSettings, type SearchOutcome, type SearchRecord, type SearchSurface } from './types.js';
+import { hashedQuery, SEARCH_SURFACES, type AnalyticsSettings, type SearchOutcome, type SearchRecord, type SearchSurface } from './types.js';
 
 /**
  * How long a search waits for its call: the MCP gateway's search ids live as long (SEARCH_ID_TTL_MS), and an agent
@@ -121,7 +121,7 @@ export class SearchLog implements SearchObserver {
   private queryText(query: string): string {
     const text = query.trim();
     if (this.settings.queries === 'off') return '';
-    if (this.settings.queries === 'hash') return `sha256:${createHash('sha256').update(text).digest('hex')}`;
+    if (this.settings.queries === 'hash') return hashedQuery(text);
     return text.length > MAX_RECORDED_QUERY ? text.slice(0, MAX_RECORDED_QUERY) : text;
   }
 
@@ -181,12 +181,15 @@ export class SearchLog implements SearchObserver {
   }
 }
 
-/** The caller and query a search and its later credit share (the pair feedback credits by). */
+/**
+ * The caller and query a search and its later credit share (the pair feedback credits by). Taken over the query's
+ * `sha256:` form, so a credit carrying only that form (what hash and off modes let the faces keep) pairs too.
+ */
 export function matchKey(key: string | undefined, query: string): string {
   return createHash('sha256')
     .update(key ?? '')
     .update('\0')
-    .update(query.trim())
+    .update(hashedQuery(query))
     .digest('base64url')
     .slice(0, 32);
 }

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * The search log's records (src/analytics): one per search on any surface, with what came of it. Kept apart from the
  * store and the log so the routes, the summary and the stores share one shape.
@@ -55,3 +57,30 @@ export const DEFAULT_ANALYTICS_SETTINGS: AnalyticsSettings = {
 };
 
 export const DAY_MS = 24 * 3600 * 1000;
+
+/** A query's `sha256:<hex>` form (of the trimmed text), as hash mode logs it; a query already in that form is kept. */
+export function hashedQuery(query: string): string {
+  const text = query.trim();
+  if (isHashedQuery(text)) return text;
+  return `sha256:${createHash('sha256').update(text).digest('hex')}`;
+}
+
+export function isHashedQuery(query: string): boolean {
+  return /^sha256:[0-9a-f]{64}$/.test(query);
+}
+
+/** The latest time a JavaScript Date holds (ms since the epoch); a later `since` has no ISO form. */
+const LATEST_TIME = 8.64e15;
+
+/**
+ * A `since` given to an analytics route, as milliseconds since the epoch: an ISO 8601 time or a whole number of
+ * milliseconds. Undefined when it is neither, or outside what a Date holds (so every route refuses the same values).
+ */
+export function parseSince(value: string | number): number | undefined {
+  const time = typeof value === 'number' ? value : /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+  if (!Number.isFinite(time) || time < 0 || time > LATEST_TIME) return undefined;
+  return time;
+}
+
+/** The message a bad `since` gets, the same on every route. */
+export const SINCE_MESSAGE = 'must be an ISO 8601 time (2026-11-27T10:00:00Z) or milliseconds since the epoch, up to 8640000000000000';

@@ -40,7 +40,8 @@ export async function serve(options: ServeOptions): Promise<void> {
     return { router, server: await listen(router) };
   });
   // In-flight requests finish first; then MCP sessions, upstream connections (child processes) and Redis close.
-  const shutdown = gracefulShutdown(server, () => router.close(), { timeoutMs: config.shutdownTimeoutMs, log: router.log });
+  // First the drain: /ready fails and everything is still served for shutdown.drainMs, so the balancer moves away.
+  const shutdown = gracefulShutdown(server, () => router.close(), { timeoutMs: config.shutdownTimeoutMs, drainMs: config.shutdown.drainMs, onDrain: () => router.drain(), log: router.log });
   // Spans still buffered are exported before the process ends.
   const stop = () => void shutdown().then(async (code) => (await telemetry?.shutdown(), process.exit(code)));
   process.once('SIGTERM', stop);

@@ -57,6 +57,18 @@ export const configSchema = z.object({
    * the 30 s an orchestrator usually waits before SIGKILL, so the backstop fires first and says what it cut.
    */
   shutdownTimeoutMs: z.number().int().min(0).max(3_600_000).default(25_000),
+  /** Rolling restarts behind a load balancer (src/shutdown.ts). */
+  shutdown: z
+    .object({
+      /**
+       * SIGTERM to `serve`: for this long /ready answers 503 while every request is still served, so the balancer's
+       * health check takes the instance out before it stops accepting. The default covers a check every 2 s that
+       * takes a server out after 3 failures (up to 2 s until the first failing check, then 2 × 2 s) with 2 s to spare.
+       * 0: stop accepting at once (one instance, no balancer). shutdownTimeoutMs counts from the end of the drain.
+       */
+      drainMs: z.number().int().min(0).max(600_000).default(8_000),
+    })
+    .prefault({}),
   /** Largest accepted request body; catalogs of many thousand tools are several MB. */
   bodyLimit: z.string().default('20mb'),
   limits: limitsSettingsSchema,

@@ -297,6 +297,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Key lookups and rate counters wait at most this long for Redis; after a failure or timeout they use this instance's memory for redisCooldownMs without asking Redis (so an outage costs one timeout, not one per request).",
   "security.trustProxy":
     "Client address from X-Forwarded-For (Express's `trust proxy`: true, a hop count, or addresses); only behind a proxy you run.",
+  "shutdown.drainMs":
+    "SIGTERM to `serve`: for this long /ready answers 503 while every request is still served, so the balancer's health check takes the instance out before it stops accepting. The default covers a check every 2 s that takes a server out after 3 failures (up to 2 s until the first failing check, then 2 × 2 s) with 2 s to spare. 0: stop accepting at once (one instance, no balancer). shutdownTimeoutMs counts from the end of the drain.",
   "shutdownTimeoutMs":
     "SIGTERM to `serve`: in-flight requests get this long to finish before the process exits anyway (code 1). Under the 30 s an orchestrator usually waits before SIGKILL, so the backstop fires first and says what it cut.",
   "stateDir":

@@ -5,6 +5,7 @@ import type { ScoredName } from '../indexing/lexical.js';
 import type { Metrics } from '../metrics.js';
 import type { RedisBus } from '../redis/bus.js';
 import type { FeedbackSignal } from '../search/search.js';
+import { hashedQuery, isHashedQuery } from '../analytics/types.js';
 import { FeedbackNeighbours } from './neighbours.js';
 import { MemoryFeedbackStore, RedisFeedbackStore, type FeedbackStore } from './store.js';
 import type { FeedbackEvent, FeedbackSettings, FeedbackSurface } from './types.js';
@@ -21,6 +22,13 @@ export interface FeedbackInput {
 /** Records the tool an agent wanted for a query; all of them (REST, MCP sessions, chat proxy) go through record(). */
 export interface FeedbackRecorder {
   record(input: FeedbackInput): Promise<FeedbackEvent>;
+  /**
+   * What a face may keep of a query while it waits for the call that credits it (a search id's record, a chat turn):
+   * the query itself, or under `analytics.queries: hash | off` its `sha256:` form, so no query text is stored. A
+   * credit then carries that form: the search log pairs it all the same; nothing can be learnt from it.
+   * Absent: the query itself.
+   */
+  storedQuery?(query: string): string;
 }
 
 /**
@@ -38,6 +46,11 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
     private readonly now: () => number = Date.now,
     /** The router's metrics (events recorded and held); without it nothing is counted. */
     private readonly metrics?: Pick<Metrics, 'feedbackEventsRecorded' | 'feedbackEventsHeld'>,
+    /**
+     * False under `analytics.queries: hash | off`: events keep the query's `sha256:` form, never its text (the
+     * embedding is still of the text). Such events cannot be embedded again, so a model change drops them.
+     */
+    private readonly keepQueries = true,
   ) {
     this.neighbours = new FeedbackNeighbours(embedder.dimensions, settings, now);
   }
@@ -56,8 +69,15 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
    * from their query text, so a model change keeps what was learned.
    */
   async start(): Promise<void> {
-    const events = await this.store.start((event) => this.hold(event));
-    const stale = events.filter((event) => event.model !== this.embedder.modelId || event.embedding.length !== this.embedder.dimensions);
+    let events = await this.store.start((event) => this.hold(event));
+    const isStale = (event: FeedbackEvent) => event.model !== this.embedder.modelId || event.embedding.length !== this.embedder.dimensions;
+    // A hashed query (hash mode) has no text to embed again: under another model its event is dropped.
+    const lost = events.filter((event) => isStale(event) && isHashedQuery(event.query));
+    if (lost.length > 0) {
+      events = events.filter((event) => !lost.includes(event));
+      this.log?.info({ events: lost.length }, 'feedback events with hashed queries dropped: they cannot be embedded by the current model');
+    }
+    const stale = events.filter(isStale);
     if (stale.length > 0) {
       const vectors = await this.embedder.embed(stale.map((event) => event.query), { role: 'query' });
       stale.forEach((event, i) => {
@@ -75,10 +95,12 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
   /** Stored first: when the store is unavailable the caller gets the error and nothing is half-recorded. */
   async record(input: FeedbackInput): Promise<FeedbackEvent> {
     const query = input.query.trim();
+    // A credit that carries only a query's hash (storedQuery) has no words to learn from: nothing is stored.
+    if (isHashedQuery(query)) return { id: '', query, embedding: new Float32Array(0), model: '', tool: input.tool, relevant: input.relevant, time: this.now(), scope: input.scope ?? '' };
     const [embedding] = await this.embedder.embed([query], { role: 'query' });
     const event: FeedbackEvent = {
       id: randomUUID(),
-      query,
+      query: this.keepQueries ? query : hashedQuery(query),
       embedding: embedding!,
       model: this.embedder.modelId,
       tool: input.tool,
@@ -90,6 +112,10 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
     this.hold(event);
     this.metrics?.feedbackEventsRecorded.inc({ surface: input.surface, relevant: String(input.relevant) });
     return event;
+  }
+
+  storedQuery(query: string): string {
+    return this.keepQueries ? query : hashedQuery(query);
   }
 
   /** The feedback signal for a query embedding; `scope` only counts under `isolation: key`. */
@@ -112,6 +138,8 @@ export class FeedbackService implements FeedbackRecorder, FeedbackSignal {
 export interface FeedbackStartOptions {
   settings: FeedbackSettings;
   metrics?: Metrics;
+  /** False under `analytics.queries: hash | off`: events keep only the query's hash (FeedbackService). */
+  keepQueries?: boolean;
 }
 
 /**
@@ -134,7 +162,7 @@ export async function startFeedback(
   } else {
     store = new MemoryFeedbackStore(retention, now);
   }
-  const service = new FeedbackService(embedder, store, settings, log.child({ component: 'feedback' }), now, options.metrics);
+  const service = new FeedbackService(embedder, store, settings, log.child({ component: 'feedback' }), now, options.metrics, options.keepQueries ?? true);
   try {
     await service.start();
   } catch (error) {

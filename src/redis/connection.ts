@@ -216,22 +216,41 @@ export class RedisKeys {
 /**
  * Redis could not be reached: the request failed. `sent: false` (the default) means the command never left this
  * process, so nothing was changed; `sent: true` means it went out and no answer came in time, so Redis may still apply
- * it when it comes back (every toolrouter write stores a whole value, so repeating the request is safe).
+ * it when it comes back (every toolrouter write stores a whole value, so repeating the request is safe). Redis's own
+ * error text (an OOM refusal, a connection error naming hosts) stays in `cause`, for the log: clients read only the
+ * message, which says what failed and that retrying is safe.
  */
 export class RedisUnavailableError extends ToolrouterError {
   override readonly name = 'RedisUnavailableError';
 
   constructor(action: string, cause: unknown, options: { sent?: boolean } = {}) {
-    const reason = cause instanceof Error ? cause.message : String(cause);
     super(
       'redis_unavailable',
       options.sent
-        ? `Redis did not answer in time, so ${action} may not have been applied (it may still be, once Redis answers; repeating the request is safe): ${reason}`
-        : `Redis is unavailable, so ${action} failed and nothing was changed: ${reason}`,
+        ? `Redis did not answer in time, so ${action} may not have been applied (it may still be, once Redis answers; repeating the request is safe)`
+        : `Redis is unavailable, so ${action} failed and nothing was changed; retry later`,
       { cause },
     );
   }
 }
+
+/**
+ * Whether an error (or a message) is Redis's or ioredis's own: a reply error (`OOM …`, `READONLY …`, `ERR …`) or a
+ * connection failure as ioredis words it. Such text names Redis internals and never goes to a client: the faces
+ * answer it as redis_unavailable (retryable) instead.
+ */
+export function isRedisErrorText(error: unknown): boolean {
+  if (error instanceof RedisUnavailableError) return true;
+  const { name, message } = error instanceof Error ? error : { name: '', message: typeof error === 'string' ? error : '' };
+  if (name === 'ReplyError' || name === 'MaxRetriesPerRequestError' || name === 'ClusterAllFailedError') return true;
+  return REDIS_TEXT.test(message);
+}
+
+const REDIS_TEXT =
+  /^(OOM|READONLY|LOADING|BUSY|MASTERDOWN|MISCONF|NOSCRIPT|WRONGTYPE|EXECABORT|CLUSTERDOWN|TRYAGAIN|CROSSSLOT|NOAUTH|WRONGPASS|NOREPLICAS) |^ERR |Connection is closed|Stream isn't writeable|enableOfflineQueue|max retries per request|All sentinels are unreachable|Too many Cluster redirections|Failed to refresh slots cache|maxmemory/;
+
+/** What a client reads instead of Redis's own error text. */
+export const REDIS_UNAVAILABLE_MESSAGE = 'the shared state store (Redis) is unavailable for a moment; nothing was lost, retry later';
 
 /** Runs a Redis command, turning connection failures into RedisUnavailableError. */
 export async function withRedis<T>(action: string, command: () => Promise<T>): Promise<T> {

@@ -8,7 +8,21 @@ import type { RedisClient, RedisKeys } from './connection.js';
 export interface RedisCheck {
   ok: boolean;
   detail?: string;
+  /**
+   * Set on a failure that is Redis's own, the same for every instance: it answers but refuses writes (out of memory,
+   * read-only, loading), or it stalls (a CLIENT PAUSE, a long command) while this instance's connection is up. Reads go
+   * on and writes answer 503 with Retry-After; /ready stays 200, since taking this instance out would take every
+   * instance out and leave the balancer nothing. Unset: this instance cannot reach Redis (its connection is down).
+   */
+  shared?: boolean;
 }
+
+/** Replies by which Redis refuses a write for reasons of its own (ioredis ReplyError messages start with the code). */
+const REFUSALS: [RegExp, string][] = [
+  [/^OOM\b/, 'Redis refuses writes: it is out of memory (maxmemory reached)'],
+  [/^READONLY\b/, 'Redis refuses writes: it is a read-only replica'],
+  [/^(LOADING|BUSY|MASTERDOWN|MISCONF)\b/, 'Redis refuses writes for now (loading, busy or misconfigured persistence)'],
+];
 
 export interface RedisHealthOptions {
   /** How long the probe's keyed write and read may take together before Redis counts as away (redis.commandTimeoutMs). */
@@ -50,8 +64,8 @@ export class RedisHealth {
 
   /** The last probe's verdict (before the first probe: ok, so start-up writes are not refused on no evidence). */
   get lastCheck(): RedisCheck {
-    const { ok, detail } = this.last;
-    return detail === undefined ? { ok } : { ok, detail };
+    const { ok, detail, shared } = this.last;
+    return { ok, ...(detail === undefined ? {} : { detail }), ...(shared ? { shared } : {}) };
   }
 
   /** False when a write would not reach Redis now: the connection is down, or the last probe failed. */
@@ -103,7 +117,15 @@ export class RedisHealth {
       if (readBack !== value) return { ok: false, detail: `Redis did not keep a write: read back ${JSON.stringify(readBack)}` };
       return { ok: true };
     } catch (error) {
-      return { ok: false, detail: `a write to ${this.where()} failed: ${(error as Error).message}` };
+      const message = (error as Error).message;
+      const refusal = (error as Error).name === 'ReplyError' ? REFUSALS.find(([pattern]) => pattern.test(message)) : undefined;
+      if (refusal) return { ok: false, shared: true, detail: refusal[1] };
+      // No answer in time while the connection (and the slot's node) is up: Redis stalls for everyone.
+      if (message.startsWith('no answer within') && this.connectionProblem() === undefined) {
+        return { ok: false, shared: true, detail: `Redis did not answer a write within ${timeoutMs} ms (it stalls; the connection is up)` };
+      }
+      this.options.log?.debug({ err: error }, 'Redis probe failed');
+      return { ok: false, detail: `a write to ${this.where()} failed` };
     } finally {
       clearTimeout(timer);
     }

@@ -21,6 +21,13 @@ export interface RoundRobinOptions {
    * one again. A check may take up to 5 s (a loaded machine), so this is how often, not how fast. @defaultValue 2000
    */
   checkIntervalMs?: number;
+  /** What the health check asks: `/health` (up) by default; `/ready` as docker/haproxy.cfg does. */
+  checkPath?: string;
+  /** Failed checks that take a backend out, passed ones that take it back. @defaultValue 1 */
+  fall?: number;
+  rise?: number;
+  /** HAProxy's `retry-on`. @defaultValue 'conn-failure' */
+  retryOn?: string;
 }
 
 /** Where Debian's package puts HAProxy (`.ci/run` installs it). */
@@ -53,7 +60,7 @@ export async function startRoundRobin(backends: { host: string; port: number }[]
       '  timeout tunnel 1h',
       '  retries 2',
       '  option redispatch 1',
-      '  retry-on conn-failure',
+      `  retry-on ${options.retryOn ?? 'conn-failure'}`,
       'frontend toolrouter',
       `  bind 127.0.0.1:${port}`,
       '  default_backend apis',
@@ -61,8 +68,9 @@ export async function startRoundRobin(backends: { host: string; port: number }[]
       '  balance roundrobin',
       // An open (keyless) toolrouter answers only loopback Host names, so the check names one, as a client would.
       '  option httpchk',
-      '  http-check send meth GET uri /health ver HTTP/1.1 hdr Host localhost',
-      ...backends.map((backend, i) => `  server api${i} ${backend.host}:${backend.port} check inter ${inter} fall 1 rise 1`),
+      `  http-check send meth GET uri ${options.checkPath ?? '/health'} ver HTTP/1.1 hdr Host localhost`,
+      '  http-check expect status 200',
+      ...backends.map((backend, i) => `  server api${i} ${backend.host}:${backend.port} check inter ${inter} fall ${options.fall ?? 1} rise ${options.rise ?? 1}`),
       '',
     ].join('\n'),
   );

@@ -173,6 +173,20 @@ describe('search analytics over real MCP clients and server-everything', () => {
     }
     const badSummary = await call(api.url, 'GET', '/v1/analytics/summary?since=never', { key: ADMIN_KEY });
     assert.equal(badSummary.status, 400);
+    // A number past what a Date holds is refused alike by every analytics route (the summary used to answer a 500).
+    for (const since of ['9999999999999999', '8640000000000001']) {
+      for (const route of ['/v1/analytics/searches', '/v1/analytics/summary']) {
+        const bad = await call(api.url, 'GET', `${route}?since=${since}`, { key: ADMIN_KEY });
+        assert.equal(bad.status, 400, `${route} ${since}`);
+        assert.equal(bad.body.error.code, 'invalid_request');
+        assert.match(bad.body.error.message, /since/);
+      }
+      const evalBad = await call(api.url, 'POST', '/v1/eval', { key: ADMIN_KEY, body: { from: 'traffic', since: Number(since) } });
+      assert.equal(evalBad.status, 400, `eval ${since}`);
+    }
+    const farSummary = await call(api.url, 'GET', '/v1/analytics/summary?since=8640000000000000', { key: ADMIN_KEY });
+    assert.equal(farSummary.status, 200);
+    assert.equal(farSummary.body.searches, 0);
   });
 
   it('counts outcomes in toolrouter_search_outcomes_total', async () => {

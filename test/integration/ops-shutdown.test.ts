@@ -74,6 +74,7 @@ describe('SIGTERM to `toolrouter serve` under load', () => {
       host: '127.0.0.1',
       upstreamLlmUrl: llm.url,
       shutdownTimeoutMs: 20_000,
+      shutdown: { drainMs: 0 },
       catalog: { sources: { fixture: fixtureTools() } },
     });
     const started = await startServe(config);

@@ -314,6 +314,45 @@ describe('sticky selection', () => {
   });
 });
 
+describe('sticky selection when the kept and new tools cover every tool (issue 56)', () => {
+  let llm: StandInLlm;
+  let api: RunningRouter;
+  // Six tools, k = 3: once three were forwarded, the other three fit in k and nothing is dropped ("within_k").
+  const SIX = ['fs__read_file', 'github__create_issue', 'weather__get_current_conditions', 'slack__post_message', 'weather__get_forecast', 'gmail__send_email'];
+  const tools = SIX.map((name) => TOOLS.find((tool) => tool.function.name === name)!);
+
+  before(async () => {
+    llm = await startStandInLlm();
+    // Search is active for any list (activation thresholds 0), so the first turn is trimmed to k.
+    api = await startRouter({ upstreamLlmUrl: llm.url, chat: { k: 3, searchRounds: 0 }, search: { activation: { maxTools: 0, maxTokens: 0 } } });
+  });
+  after(async () => {
+    await api.close();
+    await llm.close();
+  });
+  beforeEach(() => llm.reset());
+
+  it("keeps the earlier turns' tools first, in their order, over three turns", async () => {
+    const messages: unknown[] = [];
+    const forwarded: string[][] = [];
+    for (const text of ['Email Bob the weather forecast for Lisbon.', 'Also post it to the team channel.', 'Thanks, that is all.']) {
+      messages.push(user(text));
+      const answer = await post(`${api.url}/v1/chat/completions`, { model: 'm', messages, tools });
+      assert.equal(answer.status, 200);
+      forwarded.push(chatNames(llm.received.at(-1)!.json.tools));
+      messages.push(answer.json.choices[0].message);
+    }
+    assert.equal(forwarded[0]!.length, 3, `turn 1 trimmed to k: ${forwarded[0]!.join(', ')}`);
+    // What makes the case: turn 1's tools are not the first three of the caller's order, so forwarding the request
+    // unchanged would break the prefix.
+    assert.notDeepEqual(forwarded[0], SIX.slice(0, 3));
+    for (let turn = 1; turn < forwarded.length; turn++) {
+      assert.equal(forwarded[turn]!.length, SIX.length, `turn ${turn + 1} forwards every tool`);
+      assert.deepEqual(forwarded[turn]!.slice(0, forwarded[turn - 1]!.length), forwarded[turn - 1], `turn ${turn + 1}: ${forwarded[turn]!.join(', ')}`);
+    }
+  });
+});
+
 describe('maxTools', () => {
   let llm: StandInLlm;
   let api: RunningRouter;

@@ -54,7 +54,7 @@ export class ChatFeedback {
       if (step.calls.length > 0) calls.push({ turn: prefixes[outputStart]!, tools: step.calls.map((call) => call.name) });
     });
     const ranked = decision.kept.filter((tool) => tool.reason === 'ranked').map((tool) => tool.name);
-    const remember = decision.query !== '' && ranked.length > 0 ? { turn: prefixes[steps.length]!, query: decision.query, kept: ranked } : undefined;
+    const remember = decision.query !== '' && ranked.length > 0 ? { turn: prefixes[steps.length]!, query: recorder.storedQuery?.(decision.query) ?? decision.query, kept: ranked } : undefined;
     if (calls.length === 0 && !remember) return;
     try {
       const credits = await this.store.observe(calls, scope ?? '', remember);

@@ -213,6 +213,23 @@ export class ToolRewriter {
     };
   }
 
+  /**
+   * A request forwarded with every tool, in a conversation that forwarded some of them before: those go first, in the
+   * order they went then, and the rest after them in request order (stickyOrder), so the tools block stays the stable
+   * prefix it was (upstream prompt caching) even when the kept and new tools cover the whole list. Recorded as the
+   * conversation's selection like any rewrite. Unchanged when the caller's order already is that order.
+   */
+  private keepPrefix(request: ToolRequest, rewrite: Rewrite, earlier: readonly string[]): Rewrite {
+    if (earlier.length === 0 || rewrite.body !== undefined) return rewrite;
+    const items = request.tools.map((tool, position) => ({ tool, kept: rewrite.decision.kept[position]! }));
+    const ordered = stickyOrder(items, (item) => item.kept.name, earlier);
+    if (ordered.every((item, position) => item === items[position])) return rewrite;
+    return {
+      body: { ...request.body, tools: ordered.map((item) => item.tool.definition) },
+      decision: { ...rewrite.decision, changed: true, kept: ordered.map((item) => item.kept) },
+    };
+  }
+
   /** At most `max` tools forwarded, whatever kept them (src/chat/core/select.ts capKept says which go first). */
   private cap(request: ToolRequest, rewrite: Rewrite, max = Number.POSITIVE_INFINITY): Rewrite {
     const { decision } = rewrite;
@@ -244,7 +261,7 @@ export class ToolRewriter {
     // Token counts are memoised per definition (src/search/tokens.ts), and only lists within maxTools are counted.
     const activation = decideActivation('auto', this.options.activation, functions.length, () => totalTokens(functions.map((tool) => tool.definition)));
     const unchanged = (reason: UnchangedReason, query = '', cache?: 'hit' | 'miss'): Rewrite =>
-      this.unchanged(request, k, required, reason, query, cache, activation);
+      this.keepPrefix(request, this.unchanged(request, k, required, reason, query, cache, activation), earlier);
     // A small list costs less than a search would save: the model sees it whole.
     if (!activation.active) return unchanged('below_threshold');
     // Nothing could be dropped: forwarded as is, without indexing anything.

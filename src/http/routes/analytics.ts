@@ -2,7 +2,7 @@ import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { SearchLog } from '../../analytics/log.js';
 import { summarise } from '../../analytics/summary.js';
-import { DAY_MS, SEARCH_SURFACES, type SearchRecord } from '../../analytics/types.js';
+import { DAY_MS, parseSince, SEARCH_SURFACES, SINCE_MESSAGE, type SearchRecord } from '../../analytics/types.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import { ToolrouterError } from '../../errors.js';
 import { accessOf } from '../auth.js';
@@ -21,9 +21,9 @@ export interface AnalyticsRouteOptions {
 const since = z
   .string()
   .transform((value, ctx) => {
-    const time = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
-    if (!Number.isFinite(time)) {
-      ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 time (2026-11-27T10:00:00Z) or milliseconds since the epoch' });
+    const time = parseSince(value);
+    if (time === undefined) {
+      ctx.addIssue({ code: 'custom', message: SINCE_MESSAGE });
       return z.NEVER;
     }
     return time;

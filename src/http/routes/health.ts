@@ -9,6 +9,8 @@ const REDIS_PING_TIMEOUT_MS = 1_000;
 interface Check {
   ok: boolean;
   detail?: string;
+  /** A Redis failure every instance shares (src/redis/health.ts): shown, and not a reason to leave the balancer. */
+  shared?: boolean;
 }
 
 /** What `/health`, `/ready` and `/metrics` need; the app's options include these. */
@@ -25,9 +27,16 @@ export interface HealthRouteOptions {
   indexGraceMs?: number;
   /** This router's metrics: GET /metrics serves its registry. */
   metrics: Metrics;
+  /** True once a SIGTERM started the drain (src/shutdown.ts): /ready fails so the balancer stops sending here. */
+  draining?: () => boolean;
+  /**
+   * False until every upstream MCP server had its first connection attempt: a fresh instance taken into rotation
+   * before that would answer calls with "unavailable right now" (a restarted instance in a rolling restart).
+   */
+  upstreamsSettled?: () => boolean;
 }
 
-export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics }: HealthRouteOptions): Router {
+export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metrics, draining, upstreamsSettled }: HealthRouteOptions): Router {
   const router = Router();
   const grace = indexGraceMs ?? 300_000;
   /** Since when the live index has not been built for the current catalog (per catalog hash). */
@@ -45,6 +54,9 @@ export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metric
     const checks: Record<string, Check> = {
       index: status.indexedHash !== null ? { ok: true } : { ok: false, detail: `no index loaded yet (index ${status.state})` },
     };
+    if (upstreamsSettled && !upstreamsSettled()) checks.upstreams = { ok: false, detail: 'still connecting to the upstream MCP servers (first attempt)' };
+    // Shutting down: still serving everything, but the balancer should send new requests elsewhere.
+    if (draining?.()) checks.shutdown = { ok: false, detail: 'shutting down: draining (requests are still served until shutdown.drainMs has passed)' };
     // An index of an older catalog still answers, but an instance stuck on it (a lost build, Redis restarted empty)
     // gives different answers from the others: after the grace period it is not ready.
     if (status.indexedHash !== null && status.indexedHash !== status.catalogHash) {
@@ -61,9 +73,12 @@ export function healthRoutes({ indexes, redis, redisHealth, indexGraceMs, metric
     }
     if (redisHealth) checks.redis = await redisHealth.check();
     else if (redis) checks.redis = await pingRedis(redis);
-    const failing = Object.keys(checks).filter((name) => !checks[name]!.ok);
+    // Ready: this instance can serve. A Redis failure every instance shares (it refuses writes, or stalls) leaves it in
+    // (reads are served, writes answer 503 with Retry-After); `degraded` names it.
+    const failing = Object.keys(checks).filter((name) => !checks[name]!.ok && !checks[name]!.shared);
+    const degraded = Object.keys(checks).filter((name) => !checks[name]!.ok && checks[name]!.shared);
     const ready = failing.length === 0;
-    res.status(ready ? 200 : 503).json({ ready, index: status.state, checks, failing });
+    res.status(ready ? 200 : 503).json({ ready, index: status.state, checks, failing, ...(degraded.length > 0 ? { degraded } : {}) });
   });
   return router;
 }

@@ -2,6 +2,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { SearchLog } from '../../analytics/log.js';
 import { trafficLabels } from '../../analytics/summary.js';
+import { parseSince, SINCE_MESSAGE } from '../../analytics/types.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { LabelledQuery } from '../../catalog/types.js';
 import type { Embedder } from '../../embedding/embedder.js';
@@ -92,11 +93,11 @@ export function tuningRoutes(deps: TuningRouteOptions): Router {
     .object({
       from: z.literal('traffic'),
       since: z
-        .union([z.string(), z.number()], { error: 'must be an ISO 8601 time or milliseconds since the epoch' })
+        .union([z.string(), z.number()], { error: SINCE_MESSAGE })
         .transform((value, ctx) => {
-          const time = typeof value === 'number' ? value : Date.parse(value);
-          if (!Number.isFinite(time)) {
-            ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 time or milliseconds since the epoch' });
+          const time = parseSince(value);
+          if (time === undefined) {
+            ctx.addIssue({ code: 'custom', message: SINCE_MESSAGE });
             return z.NEVER;
           }
           return time;

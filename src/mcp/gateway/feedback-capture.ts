@@ -34,8 +34,10 @@ export class SearchLedger {
    * hits) or it could not be stored (the search is answered without an id).
    */
   async searched(query: string, tools: readonly { name: string }[], scope: string | undefined, session?: string): Promise<string | undefined> {
-    if (!this.recorder() || NOT_PROSE.test(query) || tools.length === 0) return undefined;
-    const search: SearchRecord = { id: randomUUID(), query, tools: [...new Set(tools.map((tool) => tool.name))], scope: scope ?? '' };
+    const recorder = this.recorder();
+    if (!recorder || NOT_PROSE.test(query) || tools.length === 0) return undefined;
+    // Under analytics.queries hash | off only the query's hash is kept (src/analytics/credit.ts).
+    const search: SearchRecord = { id: randomUUID(), query: recorder.storedQuery?.(query) ?? query, tools: [...new Set(tools.map((tool) => tool.name))], scope: scope ?? '' };
     const histories: SearchHistory[] = [{ scope: search.scope }, ...(session === undefined ? [] : [{ session }])];
     try {
       await this.store.add(search, histories);

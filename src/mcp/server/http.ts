@@ -408,9 +408,19 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
     if (held >= maxPerKey) return jsonRpcError(res, 429, -32000, `Too many open MCP sessions for this key (${maxPerKey}); close some (DELETE /mcp) or retry later`);
     if (access.kind !== 'admin' && sessions.size >= options.maxSessions) return jsonRpcError(res, 503, -32000, 'Too many open MCP sessions; retry later');
 
-    const { server, transport, session } = build(access, owner, holder, () => randomUUID(), async (id) => {
-      // Registered only once initialize succeeded, so half-open sessions never enter the map or the store.
+    // Stored before the SDK answers: a store that cannot take it (Redis away, or refusing writes when full) is a
+    // retryable 503 here, never the SDK's "Parse error" carrying Redis's text. An initialize the SDK then refuses
+    // takes its record away again (below).
+    const id = randomUUID();
+    try {
       await store.create(record(id));
+    } catch (error) {
+      log.warn({ err: error }, 'the MCP session store did not take a new session');
+      res.setHeader('Retry-After', '1');
+      return jsonRpcError(res, 503, -32000, 'MCP sessions are unavailable for a moment (the session store did not take the new session); retry later', (req.body as { id?: string | number }).id ?? null);
+    }
+    const { server, transport, session } = build(access, owner, holder, () => id, async (id) => {
+      // Registered here only once initialize succeeded, so half-open sessions never enter the map.
       transport.route = store.shared ? routeOf(id) : undefined;
       sessions.set(id, session);
       track(id, session, res);
@@ -424,8 +434,11 @@ export function mcpHttpFace(gateway: McpGateway, options: McpHttpOptions): McpHt
       const left = opening.get(holder)! - 1;
       if (left > 0) opening.set(holder, left);
       else opening.delete(holder);
-      // An initialize that failed (or could not be stored) leaves no server attached to the gateway.
-      if (transport.sessionId === undefined || sessions.get(transport.sessionId) !== session) void transport.close();
+      // An initialize that failed leaves no server attached to the gateway, and no record in the store.
+      if (transport.sessionId === undefined || sessions.get(transport.sessionId) !== session) {
+        void transport.close();
+        void store.delete(id).catch((error: unknown) => log.debug({ err: error, session: id }, 'half-open session record not removed (it expires)'));
+      }
     }
   });
 

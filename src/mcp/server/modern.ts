@@ -23,6 +23,8 @@ import { McpFeedback } from '../gateway/feedback-capture.js';
 import { describeIssues, readableParams } from './params.js';
 import { bareMessage } from './rpc-error.js';
 import { isSharedStateUnavailable, SHARED_STATE_DATA, SHARED_STATE_MESSAGE, SHARED_STATE_UNAVAILABLE } from './unavailable.js';
+import { RETRYABLE_SERVER_ERROR } from './rpc-error.js';
+import { isRedisErrorText, REDIS_UNAVAILABLE_MESSAGE } from '../../redis/connection.js';
 import { declared } from '../relay/channel.js';
 import { InputRounds, RoundHolderGoneError } from '../relay/rounds.js';
 import { declaresTasks, detailedTask, TASKS_EXTENSION } from '../relay/task-inputs.js';
@@ -115,6 +117,8 @@ async function v2<T>(work: () => Promise<T>): Promise<T> {
     if (error instanceof McpError) throw new ProtocolError(error.code, bareMessage(error.code, error.message), error.data);
     // Redis away (restarting, out of memory): retryable, without Redis's own words (unavailable.ts).
     if (isSharedStateUnavailable(error)) throw new ProtocolError(SHARED_STATE_UNAVAILABLE, SHARED_STATE_MESSAGE, { ...SHARED_STATE_DATA });
+    // Any other error carrying Redis's own text: it never reaches a client (src/mcp/server/rpc-error.ts withBareError does the same on 2025).
+    if (isRedisErrorText(error)) throw new ProtocolError(RETRYABLE_SERVER_ERROR, REDIS_UNAVAILABLE_MESSAGE, { code: 'redis_unavailable', retryable: true });
     throw error;
   }
 }

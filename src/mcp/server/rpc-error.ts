@@ -1,4 +1,5 @@
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { isRedisErrorText, REDIS_UNAVAILABLE_MESSAGE } from '../../redis/connection.js';
 
 /**
  * A JSON-RPC error whose wire message is the bare message. The SDK puts `MCP error <code>: ` into McpError's message and
@@ -23,10 +24,20 @@ export function bareMessage(code: number, message: string): string {
   return bare;
 }
 
-/** A JSON-RPC message about to be sent, with an error's message bare (see bareMessage). */
+/** A JSON-RPC server error's code for "a shared dependency is away for a moment; retry" (data.retryable says so). */
+export const RETRYABLE_SERVER_ERROR = -32000;
+
+/**
+ * A JSON-RPC message about to be sent, with an error's message bare (see bareMessage), and never Redis's own error
+ * text: an error whose message is Redis's or ioredis's (an OOM reply, a dropped connection) goes out as a retryable
+ * server error saying so in plain words, with `data: {code: "redis_unavailable", retryable: true}`.
+ */
 export function withBareError<T>(message: T): T {
   const error = (message as { error?: { code?: unknown; message?: unknown } }).error;
   if (!error || typeof error.code !== 'number' || typeof error.message !== 'string') return message;
+  if (isRedisErrorText(bareMessage(error.code, error.message))) {
+    return { ...message, error: { code: RETRYABLE_SERVER_ERROR, message: REDIS_UNAVAILABLE_MESSAGE, data: { code: 'redis_unavailable', retryable: true } } } as T;
+  }
   const bare = bareMessage(error.code, error.message);
   return bare === error.message ? message : ({ ...message, error: { ...error, message: bare } } as T);
 }
