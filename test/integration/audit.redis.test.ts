@@ -88,7 +88,8 @@ describe('audit trail in Redis', { timeout: 120_000 }, () => {
 });
 
 describe('audit.required with Redis away', { timeout: 120_000 }, () => {
-  const server = new PrivateRedis();
+  // With its append-only file, as production runs it: what was written before the stop is there after it.
+  const server = new PrivateRedis({ persistent: true });
   before(() => server.start());
   after(() => server.stop());
 
@@ -98,20 +99,25 @@ describe('audit.required with Redis away', { timeout: 120_000 }, () => {
     const log = new AuditLog({ store, instance: 'i1', settings: { arguments: 'off', queueSize: 100, required: true }, retryMs: 100 });
     const attempt = (ms: number) =>
       log.record({ time: new Date().toISOString(), surface: 'rest', action: 'call_tool', caller: { kind: 'admin', id: 'admin', groups: [] }, tool: 't', decision: 'permit', policies: [], outcome: 'ok', ms });
-    attempt(1);
-    assert.equal(await log.flush(), true);
-    await server.stop();
-    attempt(2);
-    const deadline = Date.now() + 10_000;
-    while (log.accepting() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-    assert.equal(log.accepting(), false, 'calls fail closed while the store cannot take records');
-    await server.start();
-    assert.equal(await log.flush(20_000), true);
-    assert.equal(log.accepting(), true);
-    const records: AuditRecord[] = [];
-    for await (const record of store.scan()) records.push(record);
-    assert.deepEqual(records.map((record) => record.ms), [1, 2]);
-    await log.close();
-    redis.disconnect();
+    try {
+      attempt(1);
+      assert.equal(await log.flush(), true);
+      await server.stop();
+      attempt(2);
+      const deadline = Date.now() + 10_000;
+      while (log.accepting() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(log.accepting(), false, 'calls fail closed while the store cannot take records');
+      await server.start();
+      assert.equal(await log.flush(20_000), true);
+      assert.equal(log.accepting(), true);
+      const records: AuditRecord[] = [];
+      for await (const record of store.scan()) records.push(record);
+      assert.deepEqual(records.map((record) => record.ms), [1, 2]);
+      const verifier = new ChainVerifier();
+      assert.deepEqual(records.map((record) => verifier.check(record)), [undefined, undefined]);
+    } finally {
+      await log.close();
+      redis.disconnect();
+    }
   });
 });
