@@ -473,6 +473,54 @@ function pollActivity() {
   if ($('#activity-live').checked && document.visibilityState !== 'hidden') void loadActivity();
 }
 
+// --- audit -------------------------------------------------------------------------------------------------------
+
+/** Where the next (older) page of audit records starts, for "Older". */
+let auditNext;
+
+async function loadAudit(more = false) {
+  const params = new URLSearchParams({ limit: '50' });
+  for (const [name, input] of [['caller', '#audit-caller'], ['tool', '#audit-tool'], ['decision', '#audit-decision']]) {
+    const value = $(input).value.trim();
+    if (value) params.set(name, value);
+  }
+  if (more && auditNext) params.set('cursor', auditNext);
+  try {
+    const page = await api('GET', `/v1/audit?${params}`);
+    showError('audit');
+    renderAudit(page.records, more);
+    auditNext = page.next;
+    $('#audit-more').hidden = auditNext === undefined;
+  } catch (error) {
+    showError('audit', error);
+    if (!more) $('[data-testid="audit-records"] tbody').replaceChildren();
+    $('#audit-more').hidden = true;
+  }
+}
+
+/** Decisions a person should see at a glance: refusals, and calls a person was asked about. */
+const AUDIT_MARKS = { deny: 'refused', blocked: 'refused', declined: 'refused', confirmed: 'confirmed' };
+
+function renderAudit(records, more) {
+  const rows = records.map((record) =>
+    el(
+      'tr',
+      { 'data-record': record.id, 'data-decision': record.decision, class: AUDIT_MARKS[record.decision] ?? '' },
+      el('td', { class: 'nowrap', 'data-label': 'time', text: new Date(record.time).toLocaleTimeString() }),
+      el('td', { 'data-label': 'surface', text: record.surface }),
+      el('td', { class: 'nowrap', 'data-label': 'caller', text: record.caller.groups.length ? `${record.caller.id} (${record.caller.groups.join(', ')})` : record.caller.id }),
+      el('td', { class: 'query', 'data-label': 'tool', text: record.tool }),
+      el('td', { class: 'decision', 'data-label': 'decision', text: record.decision }),
+      el('td', { 'data-label': 'policies', text: record.policies.join(', ') || '—' }),
+      el('td', { 'data-label': 'outcome', text: record.error ? `${record.outcome}: ${record.error}` : record.outcome }),
+      el('td', { class: 'num', 'data-label': 'ms', text: fixed(record.ms, 0) }),
+    ),
+  );
+  const body = $('[data-testid="audit-records"] tbody');
+  if (more) body.append(...rows);
+  else body.replaceChildren(...rows);
+}
+
 // --- tuning ------------------------------------------------------------------------------------------------------
 
 /** Parses the JSONL text; returns the queries and, for each, the line it came from (for error messages). */
@@ -693,6 +741,7 @@ async function refreshAll() {
   await loadCatalog();
   await runSearch();
   await loadActivity();
+  await loadAudit();
 }
 
 function start() {
@@ -722,6 +771,11 @@ function start() {
   $('#run-eval').addEventListener('click', () => void runEvaluation());
   $('#run-traffic-eval').addEventListener('click', () => void runTrafficEvaluation());
   $('#activity-live').addEventListener('change', pollActivity);
+  $('#audit-filters').addEventListener('submit', (event) => {
+    event.preventDefault();
+    void loadAudit();
+  });
+  $('#audit-more').addEventListener('click', () => void loadAudit(true));
   // Searches as they arrive: polled while the box is ticked and the page is in view.
   setInterval(pollActivity, ACTIVITY_POLL_MS);
   $('#reset-settings').addEventListener('click', () => void resetSettings());
