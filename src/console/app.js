@@ -1,4 +1,4 @@
-/* global document, window, fetch, sessionStorage, localStorage, AbortController, FileReader, setTimeout, clearTimeout, setInterval */
+/* global document, window, fetch, sessionStorage, localStorage, AbortController, FileReader, setTimeout, clearTimeout, setInterval, URLSearchParams */
 // toolrouter web console: plain ES module, no build step. Everything shown comes from the REST API.
 
 const KEY_STORAGE = 'toolrouter.apiKey';
