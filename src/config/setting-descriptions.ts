@@ -5,6 +5,20 @@
 export const SETTING_DESCRIPTIONS: Record<string, string> = {
   "analytics":
     "The search log (src/analytics): every search, what it found and the tool then called; GET /v1/analytics/*.",
+  "audit":
+    "One hash-chained record per call attempt on every face (src/audit, docs/audit.md).",
+  "audit.arguments":
+    "What a record keeps of the call's arguments (credentials are always redacted first): full, hash (`sha256:<hex>` of their canonical JSON: proves what was sent without keeping it), off.",
+  "audit.enabled":
+    "Record every tool call, resource read and prompt attempt.",
+  "audit.maxAgeDays":
+    "Records older than this many days are pruned.",
+  "audit.maxEntries":
+    "Most records kept; the oldest go first (Redis: XADD MAXLEN ~; files: whole files pruned).",
+  "audit.queueSize":
+    "Records waiting to be written; past it new ones are dropped and counted (toolrouter_audit_dropped_total).",
+  "audit.required":
+    "Fail calls closed (`audit_unavailable`, 503) while the audit store cannot take records, instead of going on with records queued (and dropped once the queue is full).",
   "auth":
     "Inbound identity besides API keys: `auth.oauth` accepts JWT access tokens of an OAuth authorization server.",
   "auth.oauth.audience":
@@ -43,10 +57,10 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Sent to the Anthropic upstream as `x-api-key` instead of the caller's key (env UPSTREAM_ANTHROPIC_KEY).",
   "chat.conversationTtlMs":
     "With Redis: how long a conversation's stored turns (forwarded tools, ranked tools for feedback) live after their last use. A conversation picked up again later is ranked afresh. 24 h: a chat left overnight keeps its tools.",
-  "chat.fileTurnTimeoutMs":
-    "How long a proxied turn's answer waits for the turn to be filed (its forwarded tools stored, for the next turn on any instance) before its last bytes go to the caller: the whole body when not streamed, the terminal event (`[DONE]`, `message_stop`, `response.completed`) when streamed. A store slower than this does not hold the reply; the turn is still filed, after it.",
   "chat.failOpen":
     "When ranking fails (index not ready, embeddings provider down), forward the tools unranked instead of failing.",
+  "chat.fileTurnTimeoutMs":
+    "How long a proxied turn's answer waits for the turn to be filed (its forwarded tools stored, for the next turn on any instance) before its last bytes go to the caller: the whole body when not streamed, the terminal event (`[DONE]`, `message_stop`, `response.completed`) when streamed. A store slower than this does not hold the reply; the turn is still filed, after it.",
   "chat.k":
     "Ranked tools a request keeps (rule-kept tools come on top); `x-toolrouter-k` overrides it per request. 10: the model gets one shot, with no search_tools to ask again, so recall weighs more than for search's 5. Hybrid Recall@10 is 71% on MetaTool (first 3,000 queries), 91% on the fixture, 99% on LiveMCPBench (69/86/99% at 8, 76/94/99% at 15), for about 1.7k prompt tokens of definitions on LiveMCPBench.",
   "chat.maxTools":
@@ -87,6 +101,14 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Learning from usage (src/feedback): tools called for similar past queries are boosted in hybrid search.",
   "feedback.weight":
     "Fusion weight of the feedback signal next to search.weights; per request as weights.feedback.",
+  "guardrails":
+    "Credentials kept out of tool calls' arguments and results (src/guardrails).",
+  "guardrails.secrets":
+    "secretlint's recommended rules (cloud, GitHub, Slack, OpenAI, Anthropic keys, private keys, URLs with passwords) over arguments and results.",
+  "guardrails.secrets.arguments":
+    "A credential in a call's arguments: block (guardrail_blocked, the rule named, the value never echoed), redact (`[REDACTED:<rule>]` sent upstream instead), log, off. block by default: a redacted call may still run, and run wrong, while the agent believes it sent what it wrote.",
+  "guardrails.secrets.results":
+    "A credential in an upstream's result: redact (before the agent sees it), log, off.",
   "keys":
     "Virtual API keys (POST /key/generate): what a new key gets when the request does not say.",
   "keys.defaults.duration":
@@ -223,6 +245,18 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Stored as `_meta.tags` and searchable (appended to the description's searchable text).",
   "mcp.unusedSessionIdleMs":
     "A session that made no request after initialize is closed after this long (floods of bare sessions).",
+  "policy":
+    "Cedar policies over every tool call, resource read and prompt (src/policy, docs/governance.md).",
+  "policy.claims":
+    "JWT claims copied to `principal.claims.<name>` (each a Set of strings; a single value becomes a one-element set).",
+  "policy.confirmWithoutElicitation":
+    "A",
+  "policy.files":
+    "Cedar policy files; none: no policy applies and every call goes on as before (the key's allowed servers and tools still do).",
+  "policy.groupsClaim":
+    "The JWT claim whose values become the caller's `Group`s (a string or a list of strings).",
+  "policy.mode":
+    "enforce: a denial refuses the call; log: decide and record (audit, metrics), never block (for rolling policies out).",
   "queue":
     "The shared index pipeline (only with redisUrl).",
   "queue.attempts":
@@ -297,6 +331,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "Key lookups and rate counters wait at most this long for Redis; after a failure or timeout they use this instance's memory for redisCooldownMs without asking Redis (so an outage costs one timeout, not one per request).",
   "security.trustProxy":
     "Client address from X-Forwarded-For (Express's `trust proxy`: true, a hop count, or addresses); only behind a proxy you run.",
+  "shutdown":
+    "Rolling restarts behind a load balancer (src/shutdown.ts).",
   "shutdown.drainMs":
     "SIGTERM to `serve`: for this long /ready answers 503 while every request is still served, so the balancer's health check takes the instance out before it stops accepting. The default covers a check every 2 s that takes a server out after 3 failures (up to 2 s until the first failing check, then 2 × 2 s) with 2 s to spare. 0: stop accepting at once (one instance, no balancer). shutdownTimeoutMs counts from the end of the drain.",
   "shutdownTimeoutMs":
