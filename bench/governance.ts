@@ -1,6 +1,6 @@
 /**
  * What governance adds to a tool call and to a search (issue 53): the governed path (src/mcp/gateway/governance.ts)
- * with 100 Cedar policies, the secret guardrail on arguments and results, and an in-memory audit sink, against the
+ * with 100 Cedar policies, the secret guardrail on arguments and results, and the audit trail (AuditLog over its memory store, records chained in the background), against the
  * same call without it; and the policy part of a search's visibility filter over a catalog, cold (first search of a
  * caller view: partial evaluation per tool) and warm (memoised, every later search).
  *
@@ -12,7 +12,8 @@ import os from 'node:os';
 import pino from 'pino';
 import { Access } from '../src/auth/access.js';
 import type { KeyRecord } from '../src/auth/keys.js';
-import type { AuditEvent, AuditSink } from '../src/audit/types.js';
+import { AuditLog } from '../src/audit/log.js';
+import { MemoryAuditStore } from '../src/audit/store.js';
 import { SecretScanner } from '../src/guardrails/secrets.js';
 import { Governance } from '../src/mcp/gateway/governance.js';
 import { PolicyEngine } from '../src/policy/engine.js';
@@ -50,7 +51,8 @@ const settings = policySettingsSchema.parse({ files: ['bench.cedar'] });
 const engine = new PolicyEngine(settings, pino({ level: 'silent' }));
 const compiled = compilePolicies([{ file: 'bench.cedar', text: policies() }], cedarSchema());
 engine.use(compiled);
-const sink: AuditSink = { record: (_event: AuditEvent) => {}, accepting: () => true };
+// The real audit log: record() queues and returns; chaining and the store append run after, off the call.
+const sink = new AuditLog({ store: new MemoryAuditStore(100_000), instance: 'bench', settings: { arguments: 'hash', queueSize: 1_000_000, required: false } });
 const guard = new SecretScanner({ arguments: 'block', results: 'redact', maxBytes: 4 * 1024 * 1024 });
 const governed = new Governance({ policy: engine, guard, audit: sink });
 const access = Access.forKey({ keyId: 'k_bench', secretHash: 'x', createdAt: 0, toolSearchEnabled: true, metadata: { groups: ['staff', 'team3'] } } as KeyRecord);
