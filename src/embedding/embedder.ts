@@ -192,10 +192,20 @@ class TransformersEmbedder implements Embedder {
     const chunkSize = this.batchSize * 32;
     for (let chunkStart = 0; chunkStart < todo.length; chunkStart += chunkSize) {
       const chunk = todo.slice(chunkStart, chunkStart + chunkSize);
-      const encoded = this.extractor.tokenizer(
-        chunk.map((i) => texts[i]!),
-        { padding: false, truncation: true, return_tensor: false, ...(this.maxTokens ? { max_length: this.maxTokens } : {}) },
-      );
+      // Tokenised a batch at a time with the event loop handed back in between: a whole chunk at once (2,048 texts)
+      // held the thread for up to a second, and with it every request (the index status among them).
+      const encoded: Record<string, number[][]> = {};
+      for (let at = 0; at < chunk.length; at += this.batchSize) {
+        if (at > 0) await new Promise((resolve) => setImmediate(resolve));
+        const part = this.extractor.tokenizer(
+          chunk.slice(at, at + this.batchSize).map((i) => texts[i]!),
+          { padding: false, truncation: true, return_tensor: false, ...(this.maxTokens ? { max_length: this.maxTokens } : {}) },
+        );
+        for (const [key, values] of Object.entries(part)) {
+          const into = (encoded[key] ??= []);
+          for (const value of values as number[][]) into.push(value);
+        }
+      }
       const ids = encoded.input_ids;
       if (!ids) throw new Error(`tokenizer of "${this.modelId}" returned no input_ids`);
       const order = chunk.map((_, row) => row).sort((a, b) => ids[a]!.length - ids[b]!.length);

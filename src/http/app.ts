@@ -8,6 +8,7 @@ import { PROTECTED_RESOURCE_PATH } from '../auth/identity/metadata.js';
 import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
+import { JsonParseError, parseJsonInSlices } from './json-slices.js';
 import { requestLog } from './request-log.js';
 import { analyticsRoutes, type AnalyticsRouteOptions } from './routes/analytics.js';
 import { catalogRoutes, type CatalogRouteOptions } from './routes/catalog.js';
@@ -24,6 +25,9 @@ import { tracing } from '../telemetry/tracing.js';
  * What the app is built from: each route's own options (the catalog, index, search and health routes declare what they
  * read), plus what the app itself mounts and checks. `metrics` also counts every request.
  */
+/** Bodies from this size (by Content-Length) are parsed in slices (json-slices.ts) rather than in one JSON.parse. */
+const LARGE_BODY_BYTES = 4 << 20;
+
 export interface AppOptions extends CatalogRouteOptions, HealthRouteOptions, IndexRouteOptions, SearchRouteOptions, AnalyticsRouteOptions {
   log: Logger;
   bodyLimit: string;
@@ -89,7 +93,22 @@ export function createApp(options: AppOptions): Express {
   if (options.auth) everyRequest.push(authenticate(options.auth, { publicPaths: options.security?.publicMetrics ? [...PUBLIC_PATHS, '/metrics'] : PUBLIC_PATHS, proxy: options.proxy }));
   const maxDepth = options.jsonDepth ?? DEFAULT_JSON_DEPTH;
   // Depth is checked on the raw bytes before parsing (verify runs first), so a hostile body is refused unparsed.
-  const json = express.json({ limit: options.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
+  const smallJson = express.json({ limit: options.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
+  // A large body (a catalog of tens of thousands of tools) is read as bytes and parsed a slice at a time, so its parse
+  // does not hold every other request (the index status, health) for a second or more.
+  const rawJson = express.raw({ limit: options.bodyLimit, type: 'application/json' });
+  const json: RequestHandler = (req, res, next) => {
+    if (Number(req.headers['content-length'] ?? 0) < LARGE_BODY_BYTES || !req.is('application/json')) return smallJson(req, res, next);
+    rawJson(req, res, (error?: unknown) => {
+      if (error !== undefined) return next(error);
+      if (!Buffer.isBuffer(req.body)) return next();
+      parseJsonInSlices(req.body, maxDepth).then((body) => {
+        if (body === null || typeof body !== 'object') return next(new JsonParseError('the JSON body must be an object or an array'));
+        req.body = body;
+        next();
+      }, next);
+    });
+  };
   const rawBodyPaths = new Set(options.rawBodyPaths ?? []);
   // Search is what agents call on every turn. Mounted first with the chain every route gets, it skips the walk through
   // every router mounted before it: at 10k tools that walk was about 0.2 ms of a request's p50, measured against a bare

@@ -12,6 +12,7 @@ import { LexicalIndex } from './lexical.js';
 import { BuildCancelledError, type SearchIndex } from './search-index.js';
 import { ExactVectorIndex, HnswVectorIndex, VectorIndexBuilder } from './vector.js';
 import type { BuildFinish, BuildReply, BuildRequest, BuildWorkerData } from './worker-builder.js';
+import type { SearchableText } from '../catalog/text.js';
 
 const { lexical, hnsw, cancel } = workerData as BuildWorkerData;
 const cancelFlag = new Int32Array(cancel);
@@ -25,6 +26,8 @@ const checkpoint = () => {
  */
 interface Build {
   names: string[];
+  /** Texts received so far (BM25 is built once all have come). */
+  texts: SearchableText[];
   lexical?: LexicalIndex;
   vectors?: VectorIndexBuilder;
   error?: Error;
@@ -37,15 +40,23 @@ parentPort!.on('message', (request: BuildRequest) => {
     return;
   }
   if (request.kind === 'texts') {
-    const build: Build = { names: request.names };
-    builds.set(request.id, build);
+    let build = builds.get(request.id);
+    if (build === undefined) {
+      build = { names: [], texts: [] };
+      builds.set(request.id, build);
+    }
+    for (const name of request.names) build.names.push(name);
+    for (const text of request.texts) build.texts.push(text);
+    if (build.names.length < request.total) return;
     // Built now, while the API thread embeds; the vector chunks sent meanwhile wait in this thread's queue.
-    step(build, () => {
-      const { names, texts } = request;
-      build.lexical = LexicalIndex.build(
+    const complete = build;
+    step(complete, () => {
+      const { names, texts } = complete;
+      complete.lexical = LexicalIndex.build(
         names.map((name, i) => ({ name, text: texts[i]! })),
         lexical,
       );
+      complete.texts = [];
     });
     return;
   }

@@ -29,10 +29,18 @@ export type BuildRequest = BuildTexts | BuildVectors | BuildFinish | { kind: 'dr
 export interface BuildTexts {
   kind: 'texts';
   id: number;
-  /** Per catalog entry, in catalog order: its name and its searchable text. */
+  /** Per catalog entry of this part, in catalog order: its name and its searchable text. */
   names: string[];
   texts: SearchableText[];
+  /** Catalog size: the thread builds BM25 once it has this many texts (they come in parts of TEXTS_PART). */
+  total: number;
 }
+
+/**
+ * Entries per `texts` message: posting a message clones it synchronously, and 100,000 tools' texts in one took over
+ * 100 ms of this thread (every request waited); parts of this size take a few ms each, with the event loop free between.
+ */
+const TEXTS_PART = 5_000;
 
 export interface BuildVectors {
   kind: 'vectors';
@@ -110,8 +118,13 @@ export class WorkerIndexBuilder implements IndexBuilder {
       reply.catch(() => undefined);
       // A remote embedder may learn its dimensions from its first answer; the first chunk settles them for the build.
       let dimensions: number | undefined;
-      const texts: BuildTexts = { kind: 'texts', id, names: entries.map((entry) => entry.tool.name), texts: entries.map((entry) => entry.text) };
-      worker.postMessage(texts);
+      const names = entries.map((entry) => entry.tool.name);
+      for (let start = 0; start === 0 || start < entries.length; start += TEXTS_PART) {
+        await new Promise((resolve) => setImmediate(resolve));
+        const part = entries.slice(start, start + TEXTS_PART);
+        const message: BuildTexts = { kind: 'texts', id, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text), total: entries.length };
+        worker.postMessage(message);
+      }
       let embedded: number;
       try {
         embedded = await embedInChunks(
@@ -154,7 +167,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
       // Everything the index needs is here now: the thread's memory goes while this thread loads the parts.
       this.retire(worker);
       if ('error' in answer) throw new Error(answer.error);
-      const index = await this.load(answer, finish, texts.names);
+      const index = await this.load(answer, finish, names);
       this.options.onBuilt?.({ tools: entries.length, embedded, durationMs: performance.now() - started }, index);
       return index;
     } finally {

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { stdioFixtureServer, waitFor } from '../helpers/mcp.js';
 import { fixtureTools, startRouter, type RunningRouter } from '../helpers/router.js';
+import { syntheticTools } from '../helpers/synthetic.js';
 
 /** Reproducible by default; FUZZ_SEED=<n> replays another run (fast-check prints the failing seed). */
 const seed = Number(process.env.FUZZ_SEED ?? 20261121);
@@ -155,6 +156,37 @@ describe('body size limit', () => {
       assert.equal(api.router.catalog.size, 3);
       // Refused before the body is read at all when there is no key.
       assert.equal((await call(api.url, 'PUT', '/v1/catalog/sources/demo', { body: { tools } })).status, 401);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('large bodies (parsed in slices)', () => {
+  test('a 5 MB catalog is accepted; malformed, too deep or over the limit, it gets the same errors as a small body', async () => {
+    const api = await startRouter({ adminKey: ADMIN_KEY, bodyLimit: '8mb', catalog: { sources: { demo: fixtureTools().slice(0, 3) } } });
+    const put = (body: string) =>
+      fetch(`${api.url}/v1/catalog/sources/large`, { method: 'PUT', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body }).then(async (reply) => ({
+        status: reply.status,
+        body: (await reply.json()) as { tools?: number; error?: { code: string } },
+      }));
+    try {
+      const tools = syntheticTools(20_000, 'large');
+      const text = JSON.stringify({ tools });
+      assert.ok(text.length > 4 << 20 && text.length < 8 << 20, `the body is ${text.length} bytes`);
+      const malformed = await put(text.replace('}]', '},]'));
+      assert.equal(malformed.status, 400);
+      assert.equal(malformed.body.error?.code, 'invalid_json');
+      const deep = await put(text.replace('"inputSchema":', `"deep":${'['.repeat(200)}${']'.repeat(200)},"inputSchema":`));
+      assert.equal(deep.status, 400);
+      assert.equal(deep.body.error?.code, 'json_too_deep');
+      const over = await put(JSON.stringify({ tools: [...tools, ...syntheticTools(20_000, 'more')] }));
+      assert.equal(over.status, 413);
+      assert.equal(api.router.catalog.size, 3);
+      const accepted = await put(text);
+      assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+      assert.equal(accepted.body.tools, 20_000);
+      assert.equal(api.router.catalog.get(tools[19_999]!.name)?.tool.description, tools[19_999]!.description);
     } finally {
       await api.close();
     }

@@ -81,7 +81,7 @@ describe('a 100,000-tool PUT leaves the event loop free', () => {
     return { status: reply.status, ms: performance.now() - started };
   }
 
-  test('/health answers within 1 s while a 100,000-tool PUT is validated and its texts prepared', async () => {
+  test('/health and /v1/index/status answer within 1 s while a 100,000-tool PUT is parsed, validated and its texts prepared', async () => {
     const put = api.request('PUT', '/v1/catalog/sources/bulk-put', { tools: syntheticTools(100_000, 'put') });
     let done = false;
     void put.finally(() => (done = true));
@@ -91,11 +91,15 @@ describe('a 100,000-tool PUT leaves the event loop free', () => {
       const health = await timed('GET', '/health');
       assert.equal(health.status, 200);
       slowest.push(health.ms);
+      // The body (~25 MB) is parsed in slices (src/http/json-slices.ts), so the status route answers during that too.
+      const status = await timed('GET', '/v1/index/status');
+      assert.equal(status.status, 200);
+      slowest.push(status.ms);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     assert.equal((await put).status, 200);
     assert.ok(slowest.length >= 5, `only ${slowest.length} probes ran during the PUT; the test proves nothing`);
-    assert.ok(Math.max(...slowest) < 1000, `/health took ${Math.max(...slowest).toFixed(0)} ms during the PUT (probes: ${slowest.map((ms) => ms.toFixed(0)).join(' ')})`);
+    assert.ok(Math.max(...slowest) < 1000, `a probe took ${Math.max(...slowest).toFixed(0)} ms during the PUT (probes: ${slowest.map((ms) => ms.toFixed(0)).join(' ')})`);
   });
 });
 

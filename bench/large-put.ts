@@ -1,0 +1,182 @@
+/**
+ * A large catalog PUT the way a user runs the service (`npm run bench:100k [size]`): builds, starts
+ * `node dist/src/cli.js serve` without Redis (a temp state dir, a free port, the in-process pipeline), PUTs a realistic
+ * catalog (bench/catalog.ts: real tools varied, ~1 KB each) in one request, and meanwhile polls `/v1/index/status` every
+ * 50 ms (each answer's latency recorded), samples the service's VmRSS/VmHWM every 100 ms, and searches for a tool only
+ * the new catalog has until it is found. Prints one JSON line: PUT answered at, searchable at (both from the PUT's
+ * start), peak RSS, status latency max/p99, and the load average at start and end. Killed after `--timeout` seconds
+ * (default 180). `--cpu-prof DIR` / `--heap-prof DIR` pass Node's profilers to the service.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createServer } from 'node:net';
+import { generateCatalog } from './catalog.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = process.argv.slice(2);
+const flag = (name: string) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? args.splice(at, 2)[1] : undefined;
+};
+const cpuProf = flag('--cpu-prof');
+const heapProf = flag('--heap-prof');
+const timeoutS = Number(flag('--timeout') ?? 180);
+const skipBuild = args.includes('--no-build') ? (args.splice(args.indexOf('--no-build'), 1), true) : false;
+const size = Number(args[0] ?? 100_000);
+
+if (!skipBuild) execFileSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
+
+const loadAtStart = os.loadavg();
+// bench/catalog.ts gives ~600 bytes a tool; real registries' tools carry more parameters. Three more described
+// parameters per tool (varied by position, so texts stay distinct) bring 100k tools to ~99 MB, as in issue 55.
+const PARAMS = ['page_token', 'include_archived', 'sort_order', 'workspace_id', 'fields', 'timeout_seconds', 'dry_run', 'locale'];
+const tools = generateCatalog(size).map((tool, i) => {
+  const properties = { ...(tool.inputSchema.properties ?? {}) };
+  for (let k = 0; k < 3; k++) {
+    const param = PARAMS[(i + k * 3) % PARAMS.length]!;
+    if (!(param in properties)) {
+      properties[param] = { type: k % 2 ? 'boolean' : 'string', description: `Optional ${param.replace(/_/g, ' ')} for this call, variant ${i % 97} (applies to listing and lookups)` };
+    }
+  }
+  return { ...tool, inputSchema: { ...tool.inputSchema, properties } };
+});
+// A tool only this catalog has, found by its unique name word once the new index serves.
+const marker = `zqxmarker${Date.now() % 100000}`;
+tools[tools.length - 1] = { ...tools[tools.length - 1]!, name: `${marker}_tool`, description: `Finds the ${marker} record.` };
+const body = JSON.stringify({ tools });
+const bodyMb = Buffer.byteLength(body) / 1e6;
+
+const state = mkdtempSync(path.join(os.tmpdir(), 'toolrouter-large-put-'));
+const configFile = path.join(state, 'config.yaml');
+writeFileSync(configFile, `host: 127.0.0.1\nport: 0\nlogLevel: warn\nbodyLimit: 1gb\nstateDir: ${JSON.stringify(state)}\n`);
+const nodeArgs = [
+  ...(cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] : []),
+  ...(heapProf ? ['--heap-prof', `--heap-prof-dir=${heapProf}`] : []),
+];
+const env: NodeJS.ProcessEnv = { ...process.env, TOOLROUTER_CONFIG: configFile, PORT: '0' };
+delete env.REDIS_URL;
+const port = await freePort();
+let done = false;
+const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/src/cli.js'), 'serve', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+const killer = setTimeout(() => {
+  process.stderr.write(`large-put: killed after ${timeoutS} s\n`);
+  child.kill('SIGKILL');
+  process.exit(2);
+}, timeoutS * 1000);
+const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+let output = '';
+child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+child.once('exit', (code) => {
+  if (!done) {
+    process.stderr.write(`service exited with ${code}:\n${output}\n`);
+    process.exit(1);
+  }
+});
+const base = `http://127.0.0.1:${port}`;
+for (;;) {
+  try {
+    if ((await fetch(`${base}/health`)).ok) break;
+  } catch {
+    // not listening yet
+  }
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
+// The service loads its embedding model in the background after it starts listening; the PUT waits that out, so the
+// status latencies measured are the PUT's and the build's, not the start's.
+await new Promise((resolve) => setTimeout(resolve, 3000));
+
+const memory = () => {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
+  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
+};
+const idle = memory();
+let peakRss = idle.rss;
+const sampler = setInterval(() => {
+  try {
+    peakRss = Math.max(peakRss, memory().rss);
+  } catch {
+    // exited
+  }
+}, 100);
+
+const started = performance.now();
+const statusLatencies: { at: number; ms: number }[] = [];
+const poller = (async () => {
+  while (!done) {
+    const sent = performance.now();
+    const response = await fetch(`${base}/v1/index/status`);
+    await response.arrayBuffer();
+    statusLatencies.push({ at: sent - started, ms: performance.now() - sent });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+})();
+const put = fetch(`${base}/v1/catalog/sources/bench`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body }).then(async (response) => {
+  const answeredMs = performance.now() - started;
+  if (!response.ok) throw new Error(`PUT: ${response.status} ${await response.text()}`);
+  await response.arrayBuffer();
+  return answeredMs;
+});
+let searchableMs: number;
+for (;;) {
+  const response = await fetch(`${base}/v1/tools/search`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ query: marker, mode: 'bm25', top_k: 1 }),
+  });
+  const text = await response.text();
+  if (response.ok && text.includes(`${marker}_tool`)) {
+    searchableMs = performance.now() - started;
+    break;
+  }
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+const putMs = await put;
+// A few more seconds of status and memory after the swap: the settled state.
+await new Promise((resolve) => setTimeout(resolve, 3000));
+done = true;
+await poller;
+
+clearInterval(sampler);
+const end = memory();
+child.kill('SIGTERM');
+await exited;
+clearTimeout(killer);
+rmSync(state, { recursive: true, force: true });
+
+const sorted = statusLatencies.map((sample) => sample.ms).sort((a, b) => a - b);
+const worst = statusLatencies.reduce((a, b) => (b.ms > a.ms ? b : a), { at: 0, ms: 0 });
+const round = (value: number) => Math.round(value);
+process.stdout.write(
+  `${JSON.stringify({
+    size,
+    bodyMb: Number(bodyMb.toFixed(1)),
+    putAnsweredMs: round(putMs),
+    searchableMs: round(searchableMs),
+    rssIdleMb: round(idle.rss),
+    rssPeakMb: round(Math.max(peakRss, end.hwm)),
+    rssAfterMb: round(end.rss),
+    statusPolls: sorted.length,
+    statusMaxMs: round(worst.ms),
+    statusMaxAtMs: round(worst.at),
+    statusP99Ms: round(sorted[Math.floor(sorted.length * 0.99)] ?? NaN),
+    statusOver100ms: sorted.filter((ms) => ms > 100).length,
+    load: { start: loadAtStart.map((v) => Number(v.toFixed(2))), end: os.loadavg().map((v) => Number(v.toFixed(2))) },
+  })}\n`,
+);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
