@@ -4,7 +4,7 @@
  * first, by age and by record count. One process writes a directory (as one instance runs without Redis).
  */
 import { createReadStream } from 'node:fs';
-import { appendFile, mkdir, readdir, readFile, stat, unlink } from 'node:fs/promises';
+import { appendFile, mkdir, readdir, readFile, stat, truncate, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { link, type AuditBody } from './chain.js';
@@ -36,14 +36,20 @@ export class FileAuditStore implements AuditStore {
       const files = await this.files();
       const newest = files.at(-1);
       if (newest === undefined) return;
-      const lines = (await readFile(path.join(this.options.dir, newest), 'utf8')).trimEnd().split('\n');
-      const tail = lines.at(-1);
+      const file = path.join(this.options.dir, newest);
+      let text = await readFile(file, 'utf8');
+      // A crash mid-append leaves a line without its newline: that record was never acknowledged. Cut it off, so the
+      // next record starts on a line of its own and links after the last whole one.
+      if (text !== '' && !text.endsWith('\n')) {
+        text = text.slice(0, text.lastIndexOf('\n') + 1);
+        await truncate(file, Buffer.byteLength(text));
+      }
+      const tail = text.trimEnd().split('\n').at(-1);
       if (tail) {
         const record = JSON.parse(tail) as AuditRecord;
         this.last = { id: record.id, hash: record.hash };
       }
-      const { size } = await stat(path.join(this.options.dir, newest));
-      this.current = { file: newest, bytes: size, day: FILE.exec(newest)![1]! };
+      this.current = { file: newest, bytes: Buffer.byteLength(text), day: FILE.exec(newest)![1]! };
     })();
     return this.opened;
   }

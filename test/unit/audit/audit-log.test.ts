@@ -194,6 +194,22 @@ describe('audit files', () => {
     assert.equal(verify(await all(second)).broken?.id, target.id);
   });
 
+  it('after a crash mid-line, the cut line is dropped and new records link after the last whole one', async () => {
+    const dir = path.join(mkdtempSync(path.join(tmpdir(), 'tr-audit-')), 'audit');
+    const first = new AuditLog({ store: new FileAuditStore({ dir, maxEntries: 100_000, maxAgeDays: 30 }), instance: 'i1', settings: { arguments: 'off', queueSize: 100, required: false } });
+    for (let n = 0; n < 3; n++) first.record(event(n));
+    await first.flush();
+    const [file] = readdirSync(dir);
+    writeFileSync(path.join(dir, file!), readFileSync(path.join(dir, file!), 'utf8') + '{"id":"17', { flag: 'w' });
+    const store = new FileAuditStore({ dir, maxEntries: 100_000, maxAgeDays: 30 });
+    const again = new AuditLog({ store, instance: 'i2', settings: { arguments: 'off', queueSize: 100, required: false } });
+    again.record(event(3));
+    assert.equal(await again.flush(), true);
+    const records = await all(store);
+    assert.deepEqual(records.map((record) => record.ms), [0, 1, 2, 3]);
+    assert.deepEqual(verify(records), { checked: 4 });
+  });
+
   it('prune whole files beyond maxEntries, oldest first; what is left still verifies', async () => {
     const dir = path.join(mkdtempSync(path.join(tmpdir(), 'tr-audit-')), 'audit');
     const store = new FileAuditStore({ dir, maxEntries: 1000, maxAgeDays: 30, rotateBytes: 4000 });
