@@ -297,7 +297,7 @@ describe('toolrouter start-up errors', () => {
 
   it('says a command is unknown instead of handing it to serve', async () => {
     const result = await cli(['frobnicate']);
-    assertOneLine(result, /^error: unknown command 'frobnicate' \(commands: serve, stdio, worker, eval, calibrate, tune, config, policy, models; /);
+    assertOneLine(result, /^error: unknown command 'frobnicate' \(commands: serve, stdio, worker, eval, calibrate, tune, config, policy, audit, models; /);
     assert.doesNotMatch((await cli(['--help'])).stdout, /^ {2}bench\b/m, 'bench is `npm run bench`, not a production command');
   });
 
