@@ -89,3 +89,19 @@ export function sample(text: string, name: string, labels: Record<string, string
   }
   return undefined;
 }
+
+/**
+ * Runs a command to its end (`node <args>`, from the repository root; pass `...CLI, 'audit', 'verify'` for the CLI),
+ * without the developer's own settings leaking in, and answers its exit code and output.
+ */
+export async function runToEnd(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const base = { ...process.env };
+  for (const name of ['TOOLROUTER_CONFIG', 'REDIS_URL', 'ADMIN_KEY', 'LOG_LEVEL']) delete base[name];
+  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  return { code, stdout, stderr };
+}

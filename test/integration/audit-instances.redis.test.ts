@@ -5,9 +5,7 @@
  * (`toolrouter audit verify` passes afterwards), and the survivors append after it.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -17,8 +15,7 @@ import type { AuditRecord } from '../../src/audit/types.js';
 import { startRoundRobin, type Balancer } from '../helpers/balancer.js';
 import { ADMIN_KEY, call } from '../helpers/keys.js';
 import { stdioFixtureServer } from '../helpers/mcp.js';
-import { CLI, CliProcess, startWorker } from '../helpers/ops-processes.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { CLI, CliProcess, runToEnd, startWorker } from '../helpers/ops-processes.js';
 import { eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
 import { freePort } from '../helpers/redis-server.js';
 
@@ -37,16 +34,8 @@ async function serve(configFile: string): Promise<CliProcess> {
   return child;
 }
 
-async function verify(configFile: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const base = { ...process.env };
-  for (const name of ['TOOLROUTER_CONFIG', 'REDIS_URL', 'ADMIN_KEY', 'LOG_LEVEL']) delete base[name];
-  const child = spawn(process.execPath, [...CLI, '--config', configFile, 'audit', 'verify'], { cwd: REPO_ROOT, env: base, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
+function verify(configFile: string): ReturnType<typeof runToEnd> {
+  return runToEnd([...CLI, '--config', configFile, 'audit', 'verify']);
 }
 
 describe('audit trail of three instances behind HAProxy', { timeout: 600_000 }, () => {

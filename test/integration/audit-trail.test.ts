@@ -4,8 +4,6 @@
  * reaches the upstream, `toolrouter audit verify` passes, and fails naming the record once one line is edited.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -20,8 +18,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
 import { startFilesServer, type FilesServer } from '../fixtures/mcp/files-server.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
-import { CLI } from '../helpers/ops-processes.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { CLI, runToEnd } from '../helpers/ops-processes.js';
 import { closeListening, untilIndexed } from '../helpers/router.js';
 
 const POLICIES = `
@@ -39,18 +36,10 @@ permit (principal, action == Action::"call_tool", resource) when { resource.dest
 
 const GITHUB_TOKEN = `ghp_${'Rt7'.repeat(12)}`;
 
-async function verifyCli(stateDir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function verifyCli(stateDir: string): ReturnType<typeof runToEnd> {
   const config = path.join(stateDir, 'cli.yaml');
   writeFileSync(config, `stateDir: ${stateDir}\n`);
-  const base = { ...process.env };
-  for (const name of ['TOOLROUTER_CONFIG', 'REDIS_URL', 'ADMIN_KEY', 'LOG_LEVEL']) delete base[name];
-  const child = spawn(process.execPath, [...CLI, 'audit', 'verify'], { cwd: REPO_ROOT, env: { ...base, TOOLROUTER_CONFIG: config }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
+  return runToEnd([...CLI, 'audit', 'verify'], { TOOLROUTER_CONFIG: config });
 }
 
 describe('the audit trail over governed calls', { timeout: 120_000 }, () => {

@@ -4,8 +4,6 @@
  * `audit.required` a stopped Redis fails calls closed until it is back, and nothing queued is lost.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,22 +14,9 @@ import { AuditLog } from '../../src/audit/log.js';
 import { RedisAuditStore } from '../../src/audit/redis-store.js';
 import type { AuditRecord } from '../../src/audit/types.js';
 import { connectRedis, RedisKeys } from '../../src/redis/connection.js';
-import { CLI } from '../helpers/ops-processes.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { CLI, runToEnd } from '../helpers/ops-processes.js';
 import { REDIS_URL } from '../helpers/processes.js';
 import { PrivateRedis } from '../helpers/redis-server.js';
-
-async function run(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const base = { ...process.env };
-  for (const name of ['TOOLROUTER_CONFIG', 'REDIS_URL', 'ADMIN_KEY', 'LOG_LEVEL']) delete base[name];
-  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'exit')) as [number | null];
-  return { code, stdout, stderr };
-}
 
 function configFor(prefix: string, url = REDIS_URL): string {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'tr-audit-cli-')), 'toolrouter.yaml');
@@ -50,7 +35,7 @@ describe('audit trail in Redis', { timeout: 120_000 }, () => {
   });
 
   it('three writer processes appending at once keep one intact chain, every record kept', async () => {
-    const writers = ['a', 'b', 'c'].map((instance) => run(['--import', 'tsx', 'test/fixtures/audit-writer.ts', REDIS_URL, prefix, instance, '200']));
+    const writers = ['a', 'b', 'c'].map((instance) => runToEnd(['--import', 'tsx', 'test/fixtures/audit-writer.ts', REDIS_URL, prefix, instance, '200']));
     for (const result of await Promise.all(writers)) assert.equal(result.code, 0, result.stderr);
     const store = new RedisAuditStore({ redis, keys: new RedisKeys(prefix), maxEntries: 1_000_000, maxAgeDays: 30 });
     const verifier = new ChainVerifier();
@@ -67,7 +52,7 @@ describe('audit trail in Redis', { timeout: 120_000 }, () => {
 
   it('toolrouter audit verify passes, and after one record is removed fails naming the record after it', async () => {
     const config = configFor(prefix);
-    const intact = await run([...CLI, 'audit', 'verify'], { TOOLROUTER_CONFIG: config });
+    const intact = await runToEnd([...CLI, 'audit', 'verify'], { TOOLROUTER_CONFIG: config });
     assert.equal(intact.code, 0, intact.stderr);
     assert.match(intact.stdout, /intact: 600 record/);
 
@@ -75,11 +60,11 @@ describe('audit trail in Redis', { timeout: 120_000 }, () => {
     const [removed] = entries[250]!;
     const [next] = entries[251]!;
     await redis.xdel(`${prefix}:audit`, removed);
-    const broken = await run([...CLI, 'audit', 'verify'], { TOOLROUTER_CONFIG: config });
+    const broken = await runToEnd([...CLI, 'audit', 'verify'], { TOOLROUTER_CONFIG: config });
     assert.equal(broken.code, 1);
     assert.match(broken.stderr, new RegExp(`broken at record ${next}`));
 
-    const exported = await run([...CLI, 'audit', 'export'], { TOOLROUTER_CONFIG: config });
+    const exported = await runToEnd([...CLI, 'audit', 'export'], { TOOLROUTER_CONFIG: config });
     assert.equal(exported.code, 0, exported.stderr);
     const lines = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as AuditRecord);
     assert.equal(lines.length, 599);
