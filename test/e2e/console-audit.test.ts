@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { startFilesServer, type FilesServer } from '../fixtures/mcp/files-server.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, waitForCount } from '../helpers/browser.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
 const POLICIES = `
@@ -63,7 +63,7 @@ describe('console: Audit view', { timeout: 5 * 60_000 }, () => {
         await page.selectOption('#audit-decision', 'permit');
         await page.fill('#audit-tool', 'files__write_file');
         await page.click('#audit-filters button[type="submit"]');
-        await page.waitForFunction(`document.querySelectorAll('[data-testid="audit-records"] tbody tr').length === 1`);
+        await waitForCount(rows, 1);
         assert.match((await rows.first().textContent()) ?? '', /write-under-data/);
 
         const file = path.join(dir, `audit-${width}.png`);

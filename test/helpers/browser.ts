@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Locator } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
@@ -24,4 +24,18 @@ export async function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/**
+ * Waits until `locator` matches exactly `count` elements. Polls from Node rather than with `page.waitForFunction(string)`:
+ * a string predicate is evaluated inside the page, which the console's Content-Security-Policy (no 'unsafe-eval') refuses.
+ */
+export async function waitForCount(locator: Locator, count: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let seen = await locator.count();
+  while (seen !== count) {
+    if (Date.now() > deadline) throw new Error(`expected ${count} elements for ${String(locator)}, still ${seen} after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    seen = await locator.count();
+  }
 }

@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { REPO_ROOT } from './paths.js';
-import { launchChromium } from './browser.js';
+import { launchChromium, waitForCount } from './browser.js';
 import { fixtureTools, startRouter } from './router.js';
 
 const api = await startRouter();
@@ -19,7 +19,7 @@ try {
   await page.locator('#top-k').fill('5');
   await page.locator('#query').fill('send a message to the team channel');
   await page.locator('#results[data-query="send a message to the team channel"] li').first().waitFor();
-  await page.waitForFunction('document.querySelectorAll("#results li").length === 5');
+  await waitForCount(page.locator('#results li'), 5);
   const out = path.join(REPO_ROOT, 'docs/console.png');
   await page.locator('#playground').screenshot({ path: out });
   console.log(`wrote ${out}`);
