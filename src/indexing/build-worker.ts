@@ -1,18 +1,18 @@
 /**
- * The worker-thread side of WorkerIndexBuilder: builds BM25 and the HNSW graph from texts and vectors the API thread
- * embedded, and posts the index back in parts (see BuiltParts). The embedding model stays out of
- * this thread: onnxruntime does not survive a worker thread's teardown (heap corruption or a hang at exit), and a
- * second copy of the model would double the API's memory.
+ * The worker-thread side of WorkerIndexBuilder: builds BM25 from texts and the vector index from vectors the API thread
+ * embedded, as they arrive, and posts the parts it was asked for back (see BuiltParts). A large catalog's build runs in
+ * two such threads, one per part, so the graph (the longest step) grows beside the BM25 build instead of after it.
+ * The embedding model stays out of these threads: onnxruntime does not survive a worker thread's teardown (heap
+ * corruption or a hang at exit), and a second copy of the model would double the API's memory.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { LexicalIndex } from './lexical.js';
-import { BuildCancelledError, type SearchIndex } from './search-index.js';
-import { ExactVectorIndex, HnswVectorIndex, VectorIndexBuilder } from './vector.js';
-import type { BuildFinish, BuildReply, BuildRequest, BuildWorkerData } from './worker-builder.js';
-import type { SearchableText } from '../catalog/text.js';
+import { LexicalIndexBuilder } from './lexical.js';
+import { BuildCancelledError } from './search-index.js';
+import { VectorIndexBuilder } from './vector.js';
+import type { BuildFinish, BuildReply, BuildRequest, BuildWorkerData, BuiltParts } from './worker-builder.js';
 
 const { lexical, hnsw, cancel } = workerData as BuildWorkerData;
 const cancelFlag = new Int32Array(cancel);
@@ -21,18 +21,25 @@ const checkpoint = () => {
 };
 
 /**
- * Builds in progress: BM25 from the texts, the vector index growing as chunks arrive. The first error is kept and
- * reported with the build's reply; later messages of a failed build are ignored.
+ * Builds in progress. Texts are counted into BM25 as each part comes and then let go; vector rows go into the graph as
+ * each chunk comes. The first error is kept and reported with the build's reply; later messages of a failed build are
+ * ignored.
  */
 interface Build {
-  names: string[];
-  /** Texts received so far (BM25 is built once all have come). */
-  texts: SearchableText[];
-  lexical?: LexicalIndex;
+  lexical?: LexicalIndexBuilder;
   vectors?: VectorIndexBuilder;
   error?: Error;
 }
 const builds = new Map<number, Build>();
+
+function buildOf(id: number): Build {
+  let build = builds.get(id);
+  if (build === undefined) {
+    build = {};
+    builds.set(id, build);
+  }
+  return build;
+}
 
 parentPort!.on('message', (request: BuildRequest) => {
   if (request.kind === 'drop') {
@@ -40,31 +47,17 @@ parentPort!.on('message', (request: BuildRequest) => {
     return;
   }
   if (request.kind === 'texts') {
-    let build = builds.get(request.id);
-    if (build === undefined) {
-      build = { names: [], texts: [] };
-      builds.set(request.id, build);
-    }
-    for (const name of request.names) build.names.push(name);
-    for (const text of request.texts) build.texts.push(text);
-    if (build.names.length < request.total) return;
-    // Built now, while the API thread embeds; the vector chunks sent meanwhile wait in this thread's queue.
-    const complete = build;
-    step(complete, () => {
-      const { names, texts } = complete;
-      complete.lexical = LexicalIndex.build(
-        names.map((name, i) => ({ name, text: texts[i]! })),
-        lexical,
-      );
-      complete.texts = [];
+    const build = buildOf(request.id);
+    step(build, () => {
+      build.lexical ??= new LexicalIndexBuilder(lexical);
+      for (let i = 0; i < request.names.length; i++) build.lexical.add(request.names[i]!, request.texts[i]!);
     });
     return;
   }
   if (request.kind === 'vectors') {
-    const build = builds.get(request.id);
-    if (build === undefined) return;
+    const build = buildOf(request.id);
     step(build, () => {
-      build.vectors ??= new VectorIndexBuilder(build.names, request.dimensions, hnsw, checkpoint);
+      build.vectors ??= new VectorIndexBuilder(request.total, request.dimensions, hnsw, checkpoint);
       build.vectors.addRows(request.start, new Float32Array(request.vectors));
     });
     return;
@@ -77,7 +70,7 @@ parentPort!.on('message', (request: BuildRequest) => {
   } finally {
     builds.delete(request.id);
   }
-  const transfer = 'error' in reply ? [] : [reply.lexical, ...(reply.vectors.kind === 'exact' ? [reply.vectors.matrix] : [])];
+  const transfer = 'error' in reply ? [] : [...(reply.lexical ? [reply.lexical] : []), ...(reply.vectors?.kind === 'exact' ? [reply.vectors.matrix] : [])];
   parentPort!.postMessage(reply, transfer);
 });
 
@@ -91,39 +84,39 @@ function step(build: Build, work: () => void): void {
   }
 }
 
-function finish({ id, catalogHash, model, builtAt, dimensions }: BuildFinish): BuildReply {
+function finish({ id, parts, total, dimensions }: BuildFinish): BuiltParts {
   checkpoint();
-  const build = builds.get(id);
-  if (build === undefined) throw new Error(`index build ${id}: the texts never arrived`);
+  const build = builds.get(id) ?? {};
   if (build.error) throw build.error;
-  const { names } = build;
-  // No vectors came when the catalog is empty.
-  const vectors = build.vectors ?? new VectorIndexBuilder(names, dimensions, hnsw, checkpoint);
-  const index: SearchIndex = {
-    catalogHash,
-    model,
-    builtAt,
-    size: names.length,
-    lexical: build.lexical!,
-    vectors: vectors.finish(),
-  };
-  checkpoint();
-  const lexicalBytes = index.lexical.serialize();
-  const built = index.vectors;
-  if (built instanceof ExactVectorIndex) {
-    return { id, lexical: owned(lexicalBytes), vectors: { kind: 'exact', matrix: owned(built.matrix), dimensions: built.dimensions } };
+  const reply: BuiltParts = { id };
+  if (parts.includes('lexical')) {
+    // No texts came when the catalog is empty.
+    const lexicalIndex = (build.lexical ?? new LexicalIndexBuilder(lexical)).finish();
+    if (lexicalIndex.size !== total) throw new Error(`index build ${id}: ${lexicalIndex.size} of ${total} texts arrived`);
+    build.lexical = undefined;
+    checkpoint();
+    reply.lexical = owned(lexicalIndex.serialize());
   }
-  if (!(built instanceof HnswVectorIndex)) throw new Error('unknown vector index type');
-  // A private directory per build; the API thread removes it once it has read the graph.
-  const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-index-'));
-  try {
-    const file = path.join(dir, 'graph.bin');
-    built.index.writeIndexSync(file);
-    return { id, lexical: owned(lexicalBytes), vectors: { kind: 'hnsw', dir, file, dimensions: built.index.getNumDimensions() } };
-  } catch (error) {
-    rmSync(dir, { recursive: true, force: true });
-    throw error;
+  if (parts.includes('vectors')) {
+    // No vectors came when the catalog is empty.
+    const built = (build.vectors ?? new VectorIndexBuilder(total, dimensions, hnsw, checkpoint)).built();
+    checkpoint();
+    if ('matrix' in built) {
+      reply.vectors = { kind: 'exact', matrix: owned(built.matrix), dimensions };
+    } else {
+      // A private directory per build; the API thread removes it once it has read the graph.
+      const dir = mkdtempSync(path.join(tmpdir(), 'toolrouter-index-'));
+      try {
+        const file = path.join(dir, 'graph.bin');
+        built.graph.writeIndexSync(file);
+        reply.vectors = { kind: 'hnsw', dir, file, dimensions: built.graph.getNumDimensions() };
+      } catch (error) {
+        rmSync(dir, { recursive: true, force: true });
+        throw error;
+      }
+    }
   }
+  return reply;
 }
 
 /** A typed array's bytes as an ArrayBuffer of their own, to transfer: a view into a larger (or pooled) buffer is copied. */

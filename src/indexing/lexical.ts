@@ -99,76 +99,13 @@ export class LexicalIndex {
   }
 
   static build(documents: Iterable<{ name: string; text: SearchableText }>, settings = DEFAULT_LEXICAL): LexicalIndex {
-    const analysis = { stem: settings.stem, stopWords: settings.stopWords };
-    // Catalogs repeat words endlessly; stemming each distinct word once is most of the saving over MiniSearch.
-    const analyze = cachedProcessor(termProcessor(analysis));
-    const termIds = new Map<string, number>();
-    const terms: string[] = [];
-    const names: string[] = [];
-    const seen = new Set<string>();
-    const keys = new GrowableUint32();
-    const docs = new GrowableUint32();
-    const tfs = new GrowableUint32();
-    const fieldLengths = new GrowableUint32();
-    const averageFieldLengths = new Float64Array(FIELD_COUNT);
-    const counts = new Map<number, number>();
-    let maxTf = 0;
-    for (const { name, text } of documents) {
-      if (seen.has(name)) throw new Error(`duplicate tool name in the lexical index: ${name}`);
-      seen.add(name);
-      const doc = names.length;
-      names.push(name);
-      for (let field = 0; field < FIELD_COUNT; field++) {
-        const words = tokenize(text[SEARCHABLE_FIELDS[field]!]);
-        const length = new Set(words).size;
-        fieldLengths.push(length);
-        // A running mean, computed as MiniSearch did, so averages (and scores) agree to the last bit.
-        averageFieldLengths[field] = (averageFieldLengths[field]! * doc + length) / (doc + 1);
-        counts.clear();
-        for (const word of words) {
-          const term = analyze(word);
-          if (!term) continue;
-          let id = termIds.get(term);
-          if (id === undefined) {
-            id = terms.length;
-            termIds.set(term, id);
-            terms.push(term);
-          }
-          counts.set(id, (counts.get(id) ?? 0) + 1);
-        }
-        for (const [id, tf] of counts) {
-          keys.push(id * FIELD_COUNT + field);
-          docs.push(doc);
-          tfs.push(tf);
-          if (tf > maxTf) maxTf = tf;
-        }
-      }
-    }
-    // Counting sort by (term, field); stable, so each posting list stays in document order.
-    const postingStart = new Uint32Array(terms.length * FIELD_COUNT + 1);
-    const keyArray = keys.view();
-    for (let i = 0; i < keyArray.length; i++) postingStart[keyArray[i]! + 1]!++;
-    for (let i = 1; i < postingStart.length; i++) postingStart[i]! += postingStart[i - 1]!;
-    const next = postingStart.slice(0, -1);
-    const sortedDocs = new Uint32Array(keyArray.length);
-    const sortedTfs = maxTf > 0xffff ? new Uint32Array(keyArray.length) : new Uint16Array(keyArray.length);
-    const docArray = docs.view();
-    const tfArray = tfs.view();
-    for (let i = 0; i < keyArray.length; i++) {
-      const at = next[keyArray[i]!]!++;
-      sortedDocs[at] = docArray[i]!;
-      sortedTfs[at] = tfArray[i]!;
-    }
-    const data: LexicalData = {
-      analysis,
-      names,
-      terms,
-      postingStart,
-      docs: sortedDocs,
-      tfs: sortedTfs,
-      fieldLengths: fieldLengths.view().slice(),
-      averageFieldLengths,
-    };
+    const builder = new LexicalIndexBuilder(settings);
+    for (const { name, text } of documents) builder.add(name, text);
+    return builder.finish();
+  }
+
+  /** @internal The builder's way in: an index over data it assembled. */
+  static fromData(data: LexicalData, settings: LexicalSettings): LexicalIndex {
     return new LexicalIndex(data, settings);
   }
 
@@ -482,6 +419,102 @@ class Scratch {
 }
 
 /** A Uint32 array that grows by doubling, for postings whose count is known only at the end. */
+/**
+ * Builds a LexicalIndex a document at a time, so a build can take a catalog's texts as they arrive and let each go once
+ * it is counted: the postings grow in flat typed arrays and are sorted into compressed rows once, at `finish`.
+ */
+export class LexicalIndexBuilder {
+  private readonly analysis: Analysis;
+  // Catalogs repeat words endlessly; stemming each distinct word once is most of the saving over MiniSearch.
+  private readonly analyze: (word: string) => string | null;
+  private readonly termIds = new Map<string, number>();
+  private readonly terms: string[] = [];
+  private readonly names: string[] = [];
+  private readonly seen = new Set<string>();
+  private readonly keys = new GrowableUint32();
+  private readonly docs = new GrowableUint32();
+  private readonly tfs = new GrowableUint32();
+  private readonly fieldLengths = new GrowableUint32();
+  private readonly averageFieldLengths = new Float64Array(FIELD_COUNT);
+  private readonly counts = new Map<number, number>();
+  private maxTf = 0;
+
+  constructor(private readonly settings: LexicalSettings = DEFAULT_LEXICAL) {
+    this.analysis = { stem: settings.stem, stopWords: settings.stopWords };
+    this.analyze = cachedProcessor(termProcessor(this.analysis));
+  }
+
+  /** Documents added so far. */
+  get size(): number {
+    return this.names.length;
+  }
+
+  add(name: string, text: SearchableText): void {
+    const { seen, names, counts, termIds, terms, averageFieldLengths } = this;
+    if (seen.has(name)) throw new Error(`duplicate tool name in the lexical index: ${name}`);
+    seen.add(name);
+    const doc = names.length;
+    names.push(name);
+    for (let field = 0; field < FIELD_COUNT; field++) {
+      const words = tokenize(text[SEARCHABLE_FIELDS[field]!]);
+      const length = new Set(words).size;
+      this.fieldLengths.push(length);
+      // A running mean, computed as MiniSearch did, so averages (and scores) agree to the last bit.
+      averageFieldLengths[field] = (averageFieldLengths[field]! * doc + length) / (doc + 1);
+      counts.clear();
+      for (const word of words) {
+        const term = this.analyze(word);
+        if (!term) continue;
+        let id = termIds.get(term);
+        if (id === undefined) {
+          id = terms.length;
+          termIds.set(term, id);
+          terms.push(term);
+        }
+        counts.set(id, (counts.get(id) ?? 0) + 1);
+      }
+      for (const [id, tf] of counts) {
+        this.keys.push(id * FIELD_COUNT + field);
+        this.docs.push(doc);
+        this.tfs.push(tf);
+        if (tf > this.maxTf) this.maxTf = tf;
+      }
+    }
+  }
+
+  finish(): LexicalIndex {
+    const { terms, maxTf } = this;
+    // Counting sort by (term, field); stable, so each posting list stays in document order.
+    const postingStart = new Uint32Array(terms.length * FIELD_COUNT + 1);
+    const keyArray = this.keys.view();
+    for (let i = 0; i < keyArray.length; i++) postingStart[keyArray[i]! + 1]!++;
+    for (let i = 1; i < postingStart.length; i++) postingStart[i]! += postingStart[i - 1]!;
+    const next = postingStart.slice(0, -1);
+    const sortedDocs = new Uint32Array(keyArray.length);
+    const sortedTfs = maxTf > 0xffff ? new Uint32Array(keyArray.length) : new Uint16Array(keyArray.length);
+    const docArray = this.docs.view();
+    const tfArray = this.tfs.view();
+    for (let i = 0; i < keyArray.length; i++) {
+      const at = next[keyArray[i]!]!++;
+      sortedDocs[at] = docArray[i]!;
+      sortedTfs[at] = tfArray[i]!;
+    }
+    return LexicalIndex.fromData(
+      {
+        analysis: this.analysis,
+        names: this.names,
+        terms,
+        postingStart,
+        docs: sortedDocs,
+        tfs: sortedTfs,
+        fieldLengths: this.fieldLengths.view().slice(),
+        averageFieldLengths: this.averageFieldLengths,
+      },
+      this.settings,
+    );
+  }
+}
+
 class GrowableUint32 {
   private array = new Uint32Array(1024);
   private length = 0;

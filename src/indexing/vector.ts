@@ -38,9 +38,9 @@ export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 100, efSearch
 
 /** `checkpoint`, called now and then while a graph is built, throws to stop the build. */
 export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW, checkpoint?: () => void): VectorIndex {
-  const builder = new VectorIndexBuilder(names, vectors[0]?.length ?? 0, settings, checkpoint);
+  const builder = new VectorIndexBuilder(names.length, vectors[0]?.length ?? 0, settings, checkpoint);
   vectors.forEach((vector, label) => builder.add(label, vector));
-  return builder.finish();
+  return builder.finish(names);
 }
 
 /**
@@ -56,18 +56,19 @@ export class VectorIndexBuilder {
   private next = 0;
 
   constructor(
-    private readonly names: readonly string[],
+    /** Rows the index will hold (the catalog's size). */
+    private readonly count: number,
     private readonly dimensions: number,
     private readonly settings: HnswSettings = DEFAULT_HNSW,
     private readonly checkpoint?: () => void,
   ) {
     this.point = new Array<number>(dimensions).fill(0);
-    if (names.length <= settings.exactThreshold) {
-      this.exact = new Float32Array(names.length * dimensions);
+    if (count <= settings.exactThreshold) {
+      this.exact = new Float32Array(count * dimensions);
     } else {
       this.graph = new hnswlib.HierarchicalNSW('cosine', Math.max(1, dimensions));
       // A fixed seed makes the graph, and so the results, the same on every instance that builds this catalog.
-      this.graph.initIndex(Math.max(1, names.length), settings.m, settings.efConstruction, 100);
+      this.graph.initIndex(Math.max(1, count), settings.m, settings.efConstruction, 100);
     }
   }
 
@@ -84,7 +85,7 @@ export class VectorIndexBuilder {
 
   add(label: number, vector: Float32Array): void {
     if (label !== this.next) throw new Error(`vector rows out of order: got ${label}, expected ${this.next}`);
-    if (label >= this.names.length) throw new Error(`vector row ${label} is past the ${this.names.length} names`);
+    if (label >= this.count) throw new Error(`vector row ${label} is past the ${this.count} rows expected`);
     if (vector.length !== this.dimensions) throw new Error(`vector row ${label} has ${vector.length} dimensions, expected ${this.dimensions}`);
     this.next++;
     if (this.exact) {
@@ -97,10 +98,18 @@ export class VectorIndexBuilder {
     this.graph!.addPoint(point, label);
   }
 
-  finish(): VectorIndex {
-    if (this.next !== this.names.length) throw new Error(`vector index has ${this.next} of ${this.names.length} rows`);
-    if (this.exact) return new ExactVectorIndex(this.names, { matrix: this.exact, dimensions: this.dimensions });
-    return new HnswVectorIndex(this.names, this.graph!, this.settings.efSearch, this.settings.exactThreshold);
+  /** The index over the rows added, labelled with `names` (row i is `names[i]`). */
+  finish(names: readonly string[]): VectorIndex {
+    if (names.length !== this.count) throw new Error(`vector index of ${this.count} rows given ${names.length} names`);
+    const built = this.built();
+    if ('matrix' in built) return new ExactVectorIndex(names, { matrix: built.matrix, dimensions: this.dimensions });
+    return new HnswVectorIndex(names, built.graph, this.settings.efSearch, this.settings.exactThreshold);
+  }
+
+  /** What was built, without names: the matrix of an exact index, or the graph (a build thread hands these on). */
+  built(): { matrix: Float32Array } | { graph: hnswlib.HierarchicalNSW } {
+    if (this.next !== this.count) throw new Error(`vector index has ${this.next} of ${this.count} rows`);
+    return this.exact ? { matrix: this.exact } : { graph: this.graph! };
   }
 }
 
@@ -177,9 +186,9 @@ export class HnswVectorIndex implements VectorIndex {
 
   static build(names: readonly string[], vectors: readonly Float32Array[], settings: HnswSettings, checkpoint?: () => void): HnswVectorIndex {
     // Built as a graph whatever the size: callers of this method asked for HNSW, not for the exact threshold's choice.
-    const builder = new VectorIndexBuilder(names, vectors[0]?.length ?? 1, { ...settings, exactThreshold: -1 }, checkpoint);
+    const builder = new VectorIndexBuilder(names.length, vectors[0]?.length ?? 1, { ...settings, exactThreshold: -1 }, checkpoint);
     vectors.forEach((vector, label) => builder.add(label, vector));
-    const built = builder.finish() as HnswVectorIndex;
+    const built = builder.finish(names) as HnswVectorIndex;
     return new HnswVectorIndex(names, built.index, settings.efSearch, settings.exactThreshold);
   }
 

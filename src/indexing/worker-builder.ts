@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { Worker, type Transferable } from 'node:worker_threads';
 import { rm } from 'node:fs/promises';
 import type { CatalogSnapshot } from '../catalog/catalog.js';
 import { embeddingText, type SearchableText } from '../catalog/text.js';
@@ -11,18 +11,19 @@ import type { IndexBuilder } from './local-pipeline.js';
 import { embedInChunks, type BuildStats, type SearchIndex } from './search-index.js';
 import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex } from './vector.js';
 
-/** What the build thread is started with: the configuration slices a build needs (plain data). */
+/** What a build thread is started with: the configuration slices a build needs (plain data). */
 export interface BuildWorkerData {
   lexical: LexicalSettings;
   hnsw: HnswSettings;
-  /** One Int32; set to 1 to make the thread abandon its build at the next checkpoint. */
+  /** One Int32; set to 1 to make the threads abandon their build at the next checkpoint. */
   cancel: SharedArrayBuffer;
 }
 
 /**
- * A build comes as a stream of messages with the same id, so the thread works while this thread embeds: first the
- * texts (the thread builds BM25 at once), then the vectors a chunk at a time in catalog order (the graph grows as they
- * come), then `finish` (the built index, see BuiltParts). `drop` abandons a build whose embedding failed.
+ * A build comes as a stream of messages with the same id, so the threads work while this thread embeds: the texts in
+ * parts (counted into BM25 as they come), the vectors a chunk at a time in catalog order (the graph grows as they come),
+ * then `finish`, naming the parts the thread answers with (see BuiltParts). `drop` abandons a build whose embedding
+ * failed.
  */
 export type BuildRequest = BuildTexts | BuildVectors | BuildFinish | { kind: 'drop'; id: number };
 
@@ -32,8 +33,6 @@ export interface BuildTexts {
   /** Per catalog entry of this part, in catalog order: its name and its searchable text. */
   names: string[];
   texts: SearchableText[];
-  /** Catalog size: the thread builds BM25 once it has this many texts (they come in parts of TEXTS_PART). */
-  total: number;
 }
 
 /**
@@ -45,6 +44,8 @@ const TEXTS_PART = 5_000;
 export interface BuildVectors {
   kind: 'vectors';
   id: number;
+  /** Catalog size: the rows the vector index will hold. */
+  total: number;
   /** Catalog position of the first row. */
   start: number;
   /** rows × dimensions float32 values, row-major (transferred). */
@@ -55,9 +56,10 @@ export interface BuildVectors {
 export interface BuildFinish {
   kind: 'finish';
   id: number;
-  catalogHash: string;
-  model: string;
-  builtAt: string;
+  /** What this thread answers with. */
+  parts: ('lexical' | 'vectors')[];
+  /** Catalog size. */
+  total: number;
   /** Of the vectors sent (the embedder's, when the catalog is empty). */
   dimensions: number;
 }
@@ -68,39 +70,45 @@ export interface BuildFinish {
  * files). An artifact would cost two more copies of the graph on the way (the thread reading the file back into one
  * buffer, this thread writing it out again to load it) and twice its size in memory while they exist.
  */
-export type BuiltParts = {
+export interface BuiltParts {
   id: number;
-  lexical: ArrayBuffer;
-  vectors: { kind: 'exact'; matrix: ArrayBuffer; dimensions: number } | { kind: 'hnsw'; dir: string; file: string; dimensions: number };
-};
+  lexical?: ArrayBuffer;
+  vectors?: { kind: 'exact'; matrix: ArrayBuffer; dimensions: number } | { kind: 'hnsw'; dir: string; file: string; dimensions: number };
+}
 
 export type BuildReply = BuiltParts | { id: number; error: string };
 
 /**
+ * Catalogs larger than this are built in two threads, BM25 in one and the graph in the other (each part's CPU is then
+ * on its own core: at 100k tools the graph alone takes ~11 s and BM25 ~4 s, which one thread did one after the other);
+ * smaller ones in one thread, which costs one thread start instead of two.
+ */
+export const TWO_THREADS_ABOVE = 10_000;
+
+/**
  * The in-process pipeline's builder (no Redis configured). BM25 and the HNSW graph for 100k tools take tens of seconds
- * of synchronous CPU, which on the API's thread would stall every request for as long; they run in a worker thread.
+ * of synchronous CPU, which on the API's thread would stall every request for as long; they run in worker threads.
  * Embedding stays on this thread: the model already lives here for queries, and the texts go through it a batch at a
  * time with the event loop free in between (the embedder yields after each batch), in chunks whose vectors go to the
- * thread at once. A thread is started per build and ended as soon as it has answered: what it held while building (the
- * BM25 build's maps and texts, the graph) is then returned with its heap, instead of staying resident in an idle
- * thread (over 100 MB after a 100k-tool build); starting one costs less than a second, overlapped with embedding. If
- * it dies, the build in flight fails.
+ * graph's thread at once. Threads are started per build and each ended as soon as it has answered: what it held while
+ * building (the BM25 build's arrays, the graph) is then returned with its heap, instead of staying resident in an idle
+ * thread (over 100 MB after a 100k-tool build); starting one costs less than a second, overlapped with embedding. If a
+ * thread dies, the build in flight fails.
  */
 export class WorkerIndexBuilder implements IndexBuilder {
-  private worker: Worker | undefined;
   private nextId = 0;
   private closed = false;
   private readonly cancel = new SharedArrayBuffer(4);
-  /** Threads already told to end. */
-  private readonly retired = new WeakSet<Worker>();
-  /** Builds waiting for their reply, with the thread each was sent to. */
-  private readonly waiting = new Map<number, { worker: Worker; resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
+  /** Threads of builds in flight. */
+  private readonly threads = new Set<BuildThread>();
 
   constructor(
     private readonly options: Omit<BuildWorkerData, 'cancel'> & {
       embedder: Embedder;
       cache?: EmbeddingCache;
       onBuilt?: (stats: BuildStats, index: SearchIndex) => void;
+      /** Catalog size above which BM25 and the graph get a thread each (default TWO_THREADS_ABOVE). */
+      twoThreadsAbove?: number;
     },
   ) {}
 
@@ -108,27 +116,26 @@ export class WorkerIndexBuilder implements IndexBuilder {
     if (this.closed) throw new Error('the index builder is closed');
     const started = performance.now();
     const { entries } = snapshot;
+    const total = entries.length;
     const { embedder, cache } = this.options;
     const id = this.nextId++;
-    // Started now, the thread boots (hundreds of ms of module loading) while this thread embeds the first chunk.
-    const worker = this.thread();
-    const reply = new Promise<BuildReply>((resolve, reject) => this.waiting.set(id, { worker, resolve, reject }));
+    // Started now, the threads boot (hundreds of ms of module loading) while this thread embeds the first chunk.
+    const textThread = this.start();
+    const graphThread = total > (this.options.twoThreadsAbove ?? TWO_THREADS_ABOVE) ? this.start() : textThread;
+    const threads = [...new Set([textThread, graphThread])];
     try {
-      // The thread may die while this thread still embeds; the failure is read where the reply is awaited.
-      reply.catch(() => undefined);
       // A remote embedder may learn its dimensions from its first answer; the first chunk settles them for the build.
       let dimensions: number | undefined;
       const names = entries.map((entry) => entry.tool.name);
-      for (let start = 0; start === 0 || start < entries.length; start += TEXTS_PART) {
+      for (let start = 0; start < total; start += TEXTS_PART) {
         await new Promise((resolve) => setImmediate(resolve));
         const part = entries.slice(start, start + TEXTS_PART);
-        const message: BuildTexts = { kind: 'texts', id, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text), total: entries.length };
-        worker.postMessage(message);
+        textThread.send({ kind: 'texts', id, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text) });
       }
       let embedded: number;
       try {
         embedded = await embedInChunks(
-          entries.length,
+          total,
           (start, end) => entries.slice(start, end).map((entry) => embeddingText(entry.text)),
           embedder,
           (start, vectors) => {
@@ -138,8 +145,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
               if (vector.length !== width) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${width}`);
               rows.set(vector, row * width);
             });
-            const message: BuildVectors = { kind: 'vectors', id, start, vectors: rows.buffer as ArrayBuffer, dimensions: width };
-            worker.postMessage(message, [message.vectors]);
+            graphThread.send({ kind: 'vectors', id, total, start, vectors: rows.buffer as ArrayBuffer, dimensions: width }, [rows.buffer as ArrayBuffer]);
           },
           {
             ...(cache ? { cache } : {}),
@@ -149,60 +155,59 @@ export class WorkerIndexBuilder implements IndexBuilder {
           },
         );
       } catch (error) {
-        this.waiting.delete(id);
-        worker.postMessage({ kind: 'drop', id } satisfies BuildRequest);
+        for (const thread of threads) thread.send({ kind: 'drop', id });
         throw error;
       }
-      const finish: BuildFinish = {
-        kind: 'finish',
-        id,
-        catalogHash: snapshot.catalogHash,
-        model: embedder.modelId,
-        builtAt: new Date().toISOString(),
-        dimensions: dimensions ?? embedder.dimensions,
-      };
-      // The thread that got the texts: if it died meanwhile, the reply above has already failed.
-      worker.postMessage(finish);
-      const answer = await reply;
-      // Everything the index needs is here now: the thread's memory goes while this thread loads the parts.
-      this.retire(worker);
-      if ('error' in answer) throw new Error(answer.error);
-      const index = await this.load(answer, finish, names);
-      this.options.onBuilt?.({ tools: entries.length, embedded, durationMs: performance.now() - started }, index);
+      dimensions ??= embedder.dimensions;
+      const finish = (parts: BuildFinish['parts']): BuildFinish => ({ kind: 'finish', id, parts, total, dimensions: dimensions! });
+      if (graphThread === textThread) textThread.send(finish(['lexical', 'vectors']));
+      else {
+        textThread.send(finish(['lexical']));
+        graphThread.send(finish(['vectors']));
+      }
+      // Each thread ends as soon as it has answered: BM25's thread usually long before the graph's.
+      const answers = await Promise.all(threads.map((thread) => thread.reply(id).finally(() => this.end(thread))));
+      const parts: BuiltParts = { id };
+      for (const answer of answers) {
+        if ('error' in answer) throw new Error(answer.error);
+        parts.lexical ??= answer.lexical;
+        parts.vectors ??= answer.vectors;
+      }
+      const builtAt = new Date().toISOString();
+      const index = await this.load(parts, { catalogHash: snapshot.catalogHash, model: embedder.modelId, builtAt }, names);
+      this.options.onBuilt?.({ tools: total, embedded, durationMs: performance.now() - started }, index);
       return index;
     } finally {
-      this.retire(worker);
+      for (const thread of threads) this.end(thread);
     }
   }
 
   /**
-   * Stops the thread; a build in flight is abandoned at its next checkpoint (within about a second), not waited out.
-   * The thread is asked first and terminated once it has stopped (or after `graceMs`), never inside hnswlib's code.
+   * Stops the threads; a build in flight is abandoned at its next checkpoint (within about a second), not waited out.
+   * Each thread is asked first and terminated once it has stopped (or after `graceMs`), never inside hnswlib's code.
    */
   async close(graceMs = 10_000): Promise<void> {
     this.closed = true;
     Atomics.store(new Int32Array(this.cancel), 0, 1);
-    const worker = this.worker;
-    this.worker = undefined;
-    if (!worker) return;
     // Bounded: polls every 20 ms for at most graceMs.
     const deadline = performance.now() + graceMs;
-    while (this.waiting.size > 0 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    await worker.terminate();
+    while ([...this.threads].some((thread) => thread.busy) && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await Promise.all([...this.threads].map((thread) => this.end(thread)));
   }
 
   /** Whether a build thread is running now (started by a build, ended when it is done or by close). */
   get running(): boolean {
-    return this.worker !== undefined;
+    return this.threads.size > 0;
   }
 
   /**
    * The only part of a build on this thread: reading the parts, with the event loop free between the BM25 section and
    * the graph (each a few hundred ms at 100k tools). The graph's temp directory goes whatever happens.
    */
-  private async load(parts: BuiltParts, finish: BuildFinish, names: string[]): Promise<SearchIndex> {
+  private async load(parts: BuiltParts, about: Pick<SearchIndex, 'catalogHash' | 'model' | 'builtAt'>, names: string[]): Promise<SearchIndex> {
     const { vectors } = parts;
     try {
+      if (!parts.lexical || !vectors) throw new Error('the index build threads answered without the lexical index or the vectors');
       const lexical = LexicalIndex.deserialize(Buffer.from(parts.lexical), this.options.lexical);
       await new Promise((resolve) => setImmediate(resolve));
       const { hnsw } = this.options;
@@ -212,44 +217,75 @@ export class WorkerIndexBuilder implements IndexBuilder {
       } else {
         vectorIndex = HnswVectorIndex.read(names, vectors.file, vectors.dimensions, hnsw.efSearch, hnsw.exactThreshold);
       }
-      return { catalogHash: finish.catalogHash, model: finish.model, builtAt: finish.builtAt, size: names.length, lexical, vectors: vectorIndex };
+      return { ...about, size: names.length, lexical, vectors: vectorIndex };
     } finally {
-      if (vectors.kind === 'hnsw') await rm(vectors.dir, { recursive: true, force: true });
+      if (vectors?.kind === 'hnsw') await rm(vectors.dir, { recursive: true, force: true });
     }
   }
 
-  /** Ends a thread no build waits on; one a newer build has been sent to stays. */
-  private retire(worker: Worker): void {
-    if (this.retired.has(worker) || [...this.waiting.values()].some((pending) => pending.worker === worker)) return;
-    this.retired.add(worker);
-    if (this.worker === worker) this.worker = undefined;
-    void worker.terminate();
+  private start(): BuildThread {
+    const { lexical, hnsw } = this.options;
+    const thread = new BuildThread(startThread(workerFile(), { lexical, hnsw, cancel: this.cancel }));
+    this.threads.add(thread);
+    return thread;
   }
 
-  private thread(): Worker {
-    if (this.worker) return this.worker;
-    const { lexical, hnsw } = this.options;
-    const worker = startThread(workerFile(), { lexical, hnsw, cancel: this.cancel });
+  private end(thread: BuildThread): Promise<void> {
+    this.threads.delete(thread);
+    return thread.end();
+  }
+}
+
+/**
+ * One build thread: messages to it, its replies by build id, and its end. If it dies, the builds waiting on it fail.
+ */
+class BuildThread {
+  private readonly waiting = new Map<number, { resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
+  private readonly replies = new Map<number, BuildReply>();
+  private failure: Error | undefined;
+  private ended: Promise<void> | undefined;
+
+  constructor(private readonly worker: Worker) {
     // A build thread alone must not keep the process running.
     worker.unref();
-    // Only this thread's builds fail with it: a retired thread's exit comes after the next build has its own thread.
-    const fail = (error: Error) => {
-      if (this.worker === worker) this.worker = undefined;
-      for (const [id, pending] of this.waiting) {
-        if (pending.worker !== worker) continue;
-        this.waiting.delete(id);
-        pending.reject(error);
-      }
-    };
     worker.on('message', (reply: BuildReply) => {
       const pending = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
-      pending?.resolve(reply);
+      if (pending) pending.resolve(reply);
+      else this.replies.set(reply.id, reply);
     });
+    const fail = (error: Error) => {
+      this.failure ??= error;
+      for (const pending of this.waiting.values()) pending.reject(error);
+      this.waiting.clear();
+    };
     worker.on('error', (error: unknown) => fail(new Error(`index build thread failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error })));
     worker.on('exit', (code) => fail(new Error(`index build thread exited (code ${code})`)));
-    this.worker = worker;
-    return worker;
+  }
+
+  /** Whether a build waits on this thread's reply. */
+  get busy(): boolean {
+    return this.waiting.size > 0;
+  }
+
+  send(message: BuildRequest, transfer: Transferable[] = []): void {
+    if (this.ended === undefined) this.worker.postMessage(message, transfer);
+  }
+
+  /** The thread's answer to build `id` (a thread that died, or was ended, fails it). */
+  reply(id: number): Promise<BuildReply> {
+    const ready = this.replies.get(id);
+    if (ready) {
+      this.replies.delete(id);
+      return Promise.resolve(ready);
+    }
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.waiting.set(id, { resolve, reject }));
+  }
+
+  end(): Promise<void> {
+    this.ended ??= this.worker.terminate().then(() => undefined);
+    return this.ended;
   }
 }
 

@@ -130,4 +130,30 @@ describe('the build thread', () => {
     assert.equal(builder.running, false);
     await assert.rejects(builder.build(new Catalog().snapshot()), /closed/);
   });
+
+  test('a catalog past the two-thread size is built with BM25 and the graph in a thread each, to the same index as one thread builds', async () => {
+    const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
+    const embedder = await createEmbedder(config.embedding);
+    const options = { embedder, lexical: config.search.lexical, hnsw: config.search.hnsw };
+    const catalog = new Catalog();
+    // Past the exact-scan threshold, so the vectors are a graph written and read back as a file.
+    catalog.setSource('s', syntheticTools(config.search.hnsw.exactThreshold + 500, 'split'));
+    const snapshot = catalog.snapshot();
+    const split = new WorkerIndexBuilder({ ...options, twoThreadsAbove: 0 });
+    const single = new WorkerIndexBuilder({ ...options, twoThreadsAbove: Infinity });
+    try {
+      const [two, one] = [await split.build(snapshot), await single.build(snapshot)];
+      assert.equal(split.running, false, 'both threads end with the build');
+      assert.equal(two.size, snapshot.entries.length);
+      assert.equal(two.vectors.kind, 'hnsw');
+      for (const query of ['split7', 'create an invoice', 'send a message to the team']) {
+        assert.deepEqual(two.lexical.search(query, 10), one.lexical.search(query, 10));
+        const [vector] = await embedder.embed([query], { role: 'query' });
+        assert.deepEqual(two.vectors.search(vector!, 10), one.vectors.search(vector!, 10));
+      }
+    } finally {
+      await split.close();
+      await single.close();
+    }
+  });
 });
