@@ -5,10 +5,11 @@
  * 50 ms (each answer's latency recorded), samples the service's VmRSS/VmHWM every 100 ms, and searches for a tool only
  * the new catalog has until it is found. Prints one JSON line: PUT answered at, searchable at (both from the PUT's
  * start), peak RSS, status latency max/p99, and the load average at start and end. Killed after `--timeout` seconds
- * (default 180). `--cpu-prof DIR` / `--heap-prof DIR` pass Node's profilers to the service.
+ * (default 180). `--cpu-prof DIR` / `--heap-prof DIR` pass Node's profilers to the service; `--heap-snapshot DIR` has it
+ * write a heap snapshot of the settled state there (read it with `node --import tsx bench/heap-summary.ts FILE`).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +24,7 @@ const flag = (name: string) => {
 };
 const cpuProf = flag('--cpu-prof');
 const heapProf = flag('--heap-prof');
+const heapSnapshot = flag('--heap-snapshot');
 const timeoutS = Number(flag('--timeout') ?? 180);
 const skipBuild = args.includes('--no-build') ? (args.splice(args.indexOf('--no-build'), 1), true) : false;
 const size = Number(args[0] ?? 100_000);
@@ -55,6 +57,7 @@ writeFileSync(configFile, `host: 127.0.0.1\nport: 0\nlogLevel: warn\nbodyLimit: 
 const nodeArgs = [
   ...(cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] : []),
   ...(heapProf ? ['--heap-prof', `--heap-prof-dir=${heapProf}`] : []),
+  ...(heapSnapshot ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapSnapshot}`] : []),
 ];
 const env: NodeJS.ProcessEnv = { ...process.env, TOOLROUTER_CONFIG: configFile, PORT: '0' };
 delete env.REDIS_URL;
@@ -141,6 +144,20 @@ const putMs = await put;
 await new Promise((resolve) => setTimeout(resolve, 3000));
 done = true;
 await poller;
+if (heapSnapshot) {
+  // The settled heap, written by the service itself (V8 pauses it while writing; nothing is measured after this).
+  const before = new Set(readdirSync(heapSnapshot));
+  child.kill('SIGUSR2');
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const written = readdirSync(heapSnapshot).find((name) => !before.has(name) && name.endsWith('.heapsnapshot'));
+    if (written && statSync(path.join(heapSnapshot, written)).size > 0) {
+      const size = statSync(path.join(heapSnapshot, written)).size;
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      if (statSync(path.join(heapSnapshot, written)).size === size) break;
+    }
+  }
+}
 
 clearInterval(sampler);
 const end = memory();
