@@ -6,11 +6,12 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema, type ElicitRequest } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, McpError, type ElicitRequest } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
 import type { AuditEvent, AuditSink } from '../../src/audit/types.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createToolrouter, listen, type Toolrouter } from '../../src/server.js';
+import { startFeaturesHttp, type FeaturesHttp } from '../fixtures/mcp/features-server.js';
 import { startFilesServer, type FilesServer } from '../fixtures/mcp/files-server.js';
 import { startIdentityProvider, type IdentityProvider } from '../fixtures/identity-provider.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -372,5 +373,70 @@ when { resource.name == "write_file" && principal.claims has department && princ
     assert.equal((await write(engineer)).status, 200);
     assert.equal((await write(sales)).status, 403);
     assert.deepEqual(files.calls.map((got) => got.arguments.path), ['/srv/x']);
+  });
+});
+
+/** Resources and prompts go through the same seam as tools: Action::"read_resource" and Action::"get_prompt". */
+describe('governance: resource reads and prompt gets are decided and audited like calls', () => {
+  let features: FeaturesHttp;
+  let router: Toolrouter;
+  let server: Server;
+  let client: Client;
+  const audit = new RecordingSink();
+
+  before(async () => {
+    features = await startFeaturesHttp();
+    const dir = mkdtempSync(path.join(tmpdir(), 'tr-governance-resources-'));
+    const policyFile = path.join(dir, 'policies.cedar');
+    // The readme may be read; no item of the template, and no prompt (nothing permits get_prompt).
+    writeFileSync(
+      policyFile,
+      `@id("readme-only")
+permit (principal, action == Action::"read_resource", resource) when { resource.name == "notes://readme" };
+@id("calls")
+permit (principal, action == Action::"call_tool", resource);`,
+    );
+    const config = loadConfig({}, {
+      port: 0,
+      host: '127.0.0.1',
+      logLevel: 'silent',
+      adminKey: ADMIN_KEY,
+      policy: { files: [policyFile] },
+      mcp: { servers: { feat: { url: features.url } } },
+    });
+    router = await createToolrouter(config, { log: pino({ level: 'silent' }), audit, policySighup: false });
+    server = await listen(router);
+    const address = server.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    await router.mcp.upstreams.settled();
+    await untilIndexed(router);
+    client = new Client({ name: 'governance-resources', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${ADMIN_KEY}` } } }));
+  });
+
+  after(async () => {
+    await client?.close().catch(() => {});
+    await closeListening(router, server);
+    await features?.close();
+  });
+
+  it('a permitted read runs; an unpermitted read and a prompt get are refused (policy_denied, not run), and each attempt is audited', async () => {
+    const read = await client.readResource({ uri: 'notes://readme' });
+    assert.equal((read.contents[0] as { text: string }).text, 'fixture readme');
+    const refused = (what: string) => (error: unknown) => {
+      assert.ok(error instanceof McpError);
+      assert.match(error.message, new RegExp(`${what} denied: no policy permits it`));
+      assert.deepEqual(error.data, { code: 'policy_denied', policies: [] });
+      return true;
+    };
+    await assert.rejects(client.readResource({ uri: 'notes://items/42' }), refused('read_resource "notes://items/42"'));
+    await assert.rejects(client.getPrompt({ name: 'feat__summarize', arguments: { topic: 'tides' } }), refused('get_prompt "feat__summarize"'));
+    const seen = audit.events.map((event) => [event.action, event.tool, event.decision, event.outcome]);
+    assert.deepEqual(seen, [
+      ['read_resource', 'notes://readme', 'permit', 'ok'],
+      ['read_resource', 'notes://items/42', 'deny', 'not_run'],
+      ['get_prompt', 'feat__summarize', 'deny', 'not_run'],
+    ]);
+    assert.deepEqual(audit.events[0]!.policies, ['readme-only']);
   });
 });
