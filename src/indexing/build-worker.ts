@@ -12,7 +12,7 @@ import path from 'node:path';
 import { LexicalIndexBuilder } from './lexical.js';
 import { BuildCancelledError } from './search-index.js';
 import { VectorIndexBuilder } from './vector.js';
-import type { BuildFinish, BuildReply, BuildRequest, BuildWorkerData, BuiltParts } from './worker-builder.js';
+import type { BuildCounted, BuildFinish, BuildReply, BuildRequest, BuildWorkerData, BuiltParts } from './worker-builder.js';
 
 const { lexical, hnsw, cancel } = workerData as BuildWorkerData;
 const cancelFlag = new Int32Array(cancel);
@@ -26,6 +26,8 @@ const checkpoint = () => {
  * ignored.
  */
 interface Build {
+  /** Texts received, counted or not (after an error they are only counted here). */
+  texts: number;
   lexical?: LexicalIndexBuilder;
   vectors?: VectorIndexBuilder;
   error?: Error;
@@ -35,7 +37,7 @@ const builds = new Map<number, Build>();
 function buildOf(id: number): Build {
   let build = builds.get(id);
   if (build === undefined) {
-    build = {};
+    build = { texts: 0 };
     builds.set(id, build);
   }
   return build;
@@ -52,6 +54,9 @@ parentPort!.on('message', (request: BuildRequest) => {
       build.lexical ??= new LexicalIndexBuilder(lexical);
       for (let i = 0; i < request.names.length; i++) build.lexical.add(request.names[i]!, request.texts[i]!);
     });
+    // The API thread sends the next parts as this one is taken in (see WorkerIndexBuilder.build).
+    build.texts += request.names.length;
+    parentPort!.postMessage({ id: request.id, counted: build.texts } satisfies BuildCounted);
     return;
   }
   if (request.kind === 'vectors') {
@@ -86,7 +91,7 @@ function step(build: Build, work: () => void): void {
 
 function finish({ id, parts, total, dimensions }: BuildFinish): BuiltParts {
   checkpoint();
-  const build = builds.get(id) ?? {};
+  const build = builds.get(id) ?? { texts: 0 };
   if (build.error) throw build.error;
   const reply: BuiltParts = { id };
   if (parts.includes('lexical')) {

@@ -78,6 +78,12 @@ export interface BuiltParts {
 
 export type BuildReply = BuiltParts | { id: number; error: string };
 
+/** Sent after each `texts` part: how many texts of the build the thread has taken in (also after an error). */
+export interface BuildCounted {
+  id: number;
+  counted: number;
+}
+
 /**
  * Catalogs larger than this are built in two threads, BM25 in one and the graph in the other (each part's CPU is then
  * on its own core: at 100k tools the graph alone takes ~11 s and BM25 ~4 s, which one thread did one after the other);
@@ -127,11 +133,19 @@ export class WorkerIndexBuilder implements IndexBuilder {
       // A remote embedder may learn its dimensions from its first answer; the first chunk settles them for the build.
       let dimensions: number | undefined;
       const names = entries.map((entry) => entry.tool.name);
-      for (let start = 0; start < total; start += TEXTS_PART) {
-        await new Promise((resolve) => setImmediate(resolve));
-        const part = entries.slice(start, start + TEXTS_PART);
-        textThread.send({ kind: 'texts', id, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text) });
-      }
+      let abandoned = false;
+      // The texts go to their thread while this thread embeds, at most two parts ahead of what it has counted: parts
+      // queued beyond that would be copies of texts this thread holds anyway (at 100k tools, ~100 MB waiting in the
+      // thread's queue while BM25 caught up).
+      const feeding = (async () => {
+        for (let start = 0; start < total && !abandoned; start += TEXTS_PART) {
+          await textThread.whenCounted(id, Math.max(0, start - TEXTS_PART));
+          const part = entries.slice(start, start + TEXTS_PART);
+          if (!abandoned) textThread.send({ kind: 'texts', id, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text) });
+        }
+      })();
+      // Read below, once embedding is done; a thread that dies meanwhile fails it.
+      feeding.catch(() => undefined);
       let embedded: number;
       try {
         embedded = await embedInChunks(
@@ -155,9 +169,11 @@ export class WorkerIndexBuilder implements IndexBuilder {
           },
         );
       } catch (error) {
+        abandoned = true;
         for (const thread of threads) thread.send({ kind: 'drop', id });
         throw error;
       }
+      await feeding;
       dimensions ??= embedder.dimensions;
       const finish = (parts: BuildFinish['parts']): BuildFinish => ({ kind: 'finish', id, parts, total, dimensions: dimensions! });
       if (graphThread === textThread) textThread.send(finish(['lexical', 'vectors']));
@@ -241,6 +257,9 @@ export class WorkerIndexBuilder implements IndexBuilder {
  */
 class BuildThread {
   private readonly waiting = new Map<number, { resolve: (reply: BuildReply) => void; reject: (error: Error) => void }>();
+  /** Texts the thread has taken in, per build, and who waits for that to reach a count. */
+  private readonly counted = new Map<number, number>();
+  private readonly countWaiters = new Set<{ id: number; atLeast: number; resolve: () => void; reject: (error: Error) => void }>();
   private readonly replies = new Map<number, BuildReply>();
   private failure: Error | undefined;
   private ended: Promise<void> | undefined;
@@ -248,7 +267,17 @@ class BuildThread {
   constructor(private readonly worker: Worker) {
     // A build thread alone must not keep the process running.
     worker.unref();
-    worker.on('message', (reply: BuildReply) => {
+    worker.on('message', (reply: BuildReply | BuildCounted) => {
+      if ('counted' in reply) {
+        this.counted.set(reply.id, reply.counted);
+        for (const waiter of this.countWaiters) {
+          if (waiter.id !== reply.id || waiter.atLeast > reply.counted) continue;
+          this.countWaiters.delete(waiter);
+          waiter.resolve();
+        }
+        return;
+      }
+      this.counted.delete(reply.id);
       const pending = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
       if (pending) pending.resolve(reply);
@@ -258,6 +287,8 @@ class BuildThread {
       this.failure ??= error;
       for (const pending of this.waiting.values()) pending.reject(error);
       this.waiting.clear();
+      for (const waiter of this.countWaiters) waiter.reject(error);
+      this.countWaiters.clear();
     };
     worker.on('error', (error: unknown) => fail(new Error(`index build thread failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error })));
     worker.on('exit', (code) => fail(new Error(`index build thread exited (code ${code})`)));
@@ -270,6 +301,13 @@ class BuildThread {
 
   send(message: BuildRequest, transfer: Transferable[] = []): void {
     if (this.ended === undefined) this.worker.postMessage(message, transfer);
+  }
+
+  /** Resolves once the thread has taken in `atLeast` texts of build `id` (a thread that died fails it). */
+  whenCounted(id: number, atLeast: number): Promise<void> {
+    if ((this.counted.get(id) ?? 0) >= atLeast) return Promise.resolve();
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.countWaiters.add({ id, atLeast, resolve, reject }));
   }
 
   /** The thread's answer to build `id` (a thread that died, or was ended, fails it). */
