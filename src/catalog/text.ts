@@ -34,12 +34,26 @@ const CHUNK = /[\p{L}\p{N}]+/gu;
 export function tokenize(text: string): string[] {
   const tokens: string[] = [];
   for (const [chunk] of text.matchAll(CHUNK)) {
-    const parts = splitIdentifier(chunk);
-    if (parts.length > 1 && !UNSPACED_SCRIPT.test(chunk)) pushWord(chunk.toLowerCase(), tokens);
-    for (const word of parts) pushWord(word, tokens);
+    let words = chunkWords.get(chunk);
+    if (words === undefined) {
+      words = [];
+      const parts = splitIdentifier(chunk);
+      if (parts.length > 1 && !UNSPACED_SCRIPT.test(chunk)) pushWord(chunk.toLowerCase(), words);
+      for (const word of parts) pushWord(word, words);
+      if (chunkWords.size >= CHUNK_CACHE) chunkWords.clear();
+      chunkWords.set(chunk, words);
+    }
+    for (const word of words) tokens.push(word);
   }
   return tokens;
 }
+
+/**
+ * Distinct chunks remembered with their words. A catalog repeats the same few hundred thousand chunks endlessly, and
+ * splitting one (three Unicode regexes) was most of BM25's build time at 100k tools; the words are the same each time.
+ */
+const CHUNK_CACHE = 200_000;
+const chunkWords = new Map<string, string[]>();
 
 function pushWord(word: string, tokens: string[]): void {
   if (UNSPACED_SCRIPT.test(word)) {
