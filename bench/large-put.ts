@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import { generateCatalog } from './catalog.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -112,17 +113,31 @@ const sampler = setInterval(() => {
   }
 }, 100);
 
-const started = performance.now();
-const statusLatencies: { at: number; ms: number }[] = [];
-const poller = (async () => {
-  while (!done) {
-    const sent = performance.now();
-    const response = await fetch(`${base}/v1/index/status`);
+// The status poller runs in a thread of its own: on this thread its clock would also count this process's own work
+// (sending the body, the search polls), which the service did not cause. Times are relative to `origin`, the PUT's start.
+const pollerCode = `
+const { parentPort, workerData } = require('node:worker_threads');
+let stop = false;
+const samples = [];
+parentPort.on('message', () => (stop = true));
+(async () => {
+  while (!stop) {
+    const sent = performance.timeOrigin + performance.now();
+    const response = await fetch(workerData.url);
     await response.arrayBuffer();
-    statusLatencies.push({ at: sent - started, ms: performance.now() - sent });
+    samples.push({ at: sent - workerData.origin, ms: performance.timeOrigin + performance.now() - sent });
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  parentPort.postMessage(samples);
 })();
+`;
+const started = performance.now();
+const origin = performance.timeOrigin + started;
+const pollerThread = new Worker(pollerCode, { eval: true, workerData: { url: `${base}/v1/index/status`, origin } });
+const poller = new Promise<{ at: number; ms: number }[]>((resolve, reject) => {
+  pollerThread.once('message', resolve);
+  pollerThread.once('error', reject);
+});
 const put = fetch(`${base}/v1/catalog/sources/bench`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body }).then(async (response) => {
   const answeredMs = performance.now() - started;
   if (!response.ok) throw new Error(`PUT: ${response.status} ${await response.text()}`);
@@ -147,7 +162,9 @@ const putMs = await put;
 // A few more seconds of status and memory after the swap: the settled state.
 await new Promise((resolve) => setTimeout(resolve, 3000));
 done = true;
-await poller;
+pollerThread.postMessage('stop');
+const statusLatencies = await poller;
+await pollerThread.terminate();
 if (heapSnapshot) {
   // The settled heap, written by the service itself (V8 pauses it while writing; nothing is measured after this).
   const before = new Set(readdirSync(heapSnapshot));
@@ -187,6 +204,8 @@ process.stdout.write(
     statusMaxAtMs: round(worst.at),
     statusP99Ms: round(sorted[Math.floor(sorted.length * 0.99)] ?? NaN),
     statusOver100ms: sorted.filter((ms) => ms > 100).length,
+    // When the slowest polls were sent (ms from the PUT's start) and how long each took: where to look next.
+    statusSlowest: [...statusLatencies].sort((a, b) => b.ms - a.ms).slice(0, 5).map((sample) => [round(sample.at), round(sample.ms)]),
     load: { start: loadAtStart.map((v) => Number(v.toFixed(2))), end: os.loadavg().map((v) => Number(v.toFixed(2))) },
   })}\n`,
 );

@@ -192,6 +192,16 @@ export class HnswVectorIndex implements VectorIndex {
     return new HnswVectorIndex(names, built.index, settings.efSearch, settings.exactThreshold);
   }
 
+  /**
+   * A graph hnswlib wrote to `file`, read on libuv's thread pool: at 100k tools the synchronous read held the thread
+   * that asked for ~100 ms.
+   */
+  static async load(names: readonly string[], file: string, dimensions: number, efSearch: number, exactVisible?: number): Promise<HnswVectorIndex> {
+    const index = new hnswlib.HierarchicalNSW('cosine', dimensions);
+    await index.readIndex(file);
+    return new HnswVectorIndex(names, index, efSearch, exactVisible);
+  }
+
   /** A graph hnswlib wrote to `file` (hnswlib-node reads graphs only from files). */
   static read(names: readonly string[], file: string, dimensions: number, efSearch: number, exactVisible?: number): HnswVectorIndex {
     const index = new hnswlib.HierarchicalNSW('cosine', dimensions);

@@ -231,7 +231,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
       if (vectors.kind === 'exact') {
         vectorIndex = new ExactVectorIndex(names, { matrix: new Float32Array(vectors.matrix), dimensions: vectors.dimensions });
       } else {
-        vectorIndex = HnswVectorIndex.read(names, vectors.file, vectors.dimensions, hnsw.efSearch, hnsw.exactThreshold);
+        vectorIndex = await HnswVectorIndex.load(names, vectors.file, vectors.dimensions, hnsw.efSearch, hnsw.exactThreshold);
       }
       return { ...about, size: names.length, lexical, vectors: vectorIndex };
     } finally {
