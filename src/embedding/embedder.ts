@@ -278,9 +278,22 @@ class TransformersEmbedder implements Embedder {
     const sum = new Float64Array(table.dims);
     return ids.map((row, b) => {
       sum.fill(0);
-      const positions = pooledPositions(mask[b]!, pooling);
-      for (const position of positions) addRow(table, row[position]!, sum);
-      return normalize ? normalise(sum, positions.length) : mean(sum, positions.length);
+      const m = mask[b]!;
+      let count = 0;
+      // Mean pooling (the offline model's) reads every attended token in order: done in place, without the positions
+      // array pooledPositions would build per row.
+      if (pooling === 'mean') {
+        for (let t = 0; t < m.length; t++) {
+          if (m[t] === 0) continue;
+          addRow(table, row[t]!, sum);
+          count++;
+        }
+      } else {
+        const positions = pooledPositions(m, pooling);
+        for (const position of positions) addRow(table, row[position]!, sum);
+        count = positions.length;
+      }
+      return normalize ? normalise(sum, count) : mean(sum, count);
     });
   }
 }

@@ -12,6 +12,12 @@ export interface LookupTable {
   rows: number;
   dims: number;
   values: Uint16Array | Float32Array;
+  /**
+   * 1 for each row that is all zeros: the offline model's special tokens, [UNK] among them, which every punctuation
+   * mark becomes (47% of the tokens of a generated 20k-tool catalog). Adding such a row changes no sum, so addRow
+   * skips it.
+   */
+  zeroRows: Uint8Array;
 }
 
 /** ONNX TensorProto.DataType values. */
@@ -51,8 +57,8 @@ export function readLookupTable(onnxFile: string): LookupTable | undefined {
   // Copied out of the file's buffer so it is aligned and the file's buffer can go.
   const bytes = new Uint8Array(raw.byteLength);
   bytes.set(raw);
-  if (table.dataType === FLOAT16 && cast) return sized({ rows, dims, values: new Uint16Array(bytes.buffer) });
-  if (table.dataType === FLOAT && !cast) return sized({ rows, dims, values: new Float32Array(bytes.buffer) });
+  if (table.dataType === FLOAT16 && cast) return sized(rows, dims, new Uint16Array(bytes.buffer));
+  if (table.dataType === FLOAT && !cast) return sized(rows, dims, new Float32Array(bytes.buffer));
   return undefined;
 }
 
@@ -123,8 +129,18 @@ function onnxTensor(bytes: Uint8Array): OnnxTensor {
   return tensor;
 }
 
-function sized(table: LookupTable): LookupTable | undefined {
-  return table.values.length === table.rows * table.dims ? table : undefined;
+/** The table, if `values` holds exactly rows × dims values, with its zero rows marked. */
+function sized(rows: number, dims: number, values: Uint16Array | Float32Array): LookupTable | undefined {
+  if (values.length !== rows * dims) return undefined;
+  // +0 and -0 alike: fp16 bits with only the sign bit, or floats equal to 0.
+  const isZero = values instanceof Uint16Array ? (at: number) => (values[at]! & 0x7fff) === 0 : (at: number) => values[at] === 0;
+  const zeroRows = new Uint8Array(rows);
+  for (let row = 0; row < rows; row++) {
+    let d = 0;
+    while (d < dims && isZero(row * dims + d)) d++;
+    if (d === dims) zeroRows[row] = 1;
+  }
+  return { rows, dims, values, zeroRows };
 }
 
 /** Every fp16 bit pattern as the float it is (exact in fp32), so a lookup converts with one index. */
@@ -143,11 +159,13 @@ const HALF_TO_FLOAT = (() => {
 
 /**
  * Adds row `id` of the table to `sum`: what pooling over the model's output adds for a token with that id, without the
- * [batch, tokens, dims] output in between (the same floats, added in the same order).
+ * [batch, tokens, dims] output in between (the same floats, added in the same order). A zero row is skipped: x + 0 is x
+ * for every x but -0, and a sum that starts at +0 never becomes -0 (a sum is -0 only when both addends are).
  */
 export function addRow(table: LookupTable, id: number, sum: Float64Array): void {
   const { rows, dims, values } = table;
   if (!(id >= 0 && id < rows)) throw new Error(`token id ${id} is outside the embedding table (${rows} rows)`);
+  if (table.zeroRows[id] === 1) return;
   const from = id * dims;
   if (values instanceof Float32Array) for (let d = 0; d < dims; d++) sum[d] = sum[d]! + values[from + d]!;
   else for (let d = 0; d < dims; d++) sum[d] = sum[d]! + HALF_TO_FLOAT[values[from + d]!]!;
