@@ -9,7 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { LexicalIndexBuilder } from './lexical.js';
+import { LexicalIndexBuilder, type LexicalParts } from './lexical.js';
 import { BuildCancelledError } from './search-index.js';
 import { VectorIndexBuilder } from './vector.js';
 import type { BuildCounted, BuildFinish, BuildReply, BuildRequest, BuildWorkerData, BuiltParts } from './worker-builder.js';
@@ -75,7 +75,7 @@ parentPort!.on('message', (request: BuildRequest) => {
   } finally {
     builds.delete(request.id);
   }
-  const transfer = 'error' in reply ? [] : [...(reply.lexical ? [reply.lexical] : []), ...(reply.vectors?.kind === 'exact' ? [reply.vectors.matrix] : [])];
+  const transfer = 'error' in reply ? [] : [...(reply.lexical ? lexicalBuffers(reply.lexical) : []), ...(reply.vectors?.kind === 'exact' ? [reply.vectors.matrix] : [])];
   parentPort!.postMessage(reply, transfer);
 });
 
@@ -100,7 +100,7 @@ function finish({ id, parts, total, dimensions }: BuildFinish): BuiltParts {
     if (lexicalIndex.size !== total) throw new Error(`index build ${id}: ${lexicalIndex.size} of ${total} texts arrived`);
     build.lexical = undefined;
     checkpoint();
-    reply.lexical = owned(lexicalIndex.serialize());
+    reply.lexical = lexicalIndex.parts();
   }
   if (parts.includes('vectors')) {
     // No vectors came when the catalog is empty.
@@ -122,6 +122,14 @@ function finish({ id, parts, total, dimensions }: BuildFinish): BuiltParts {
     }
   }
   return reply;
+}
+
+/** The lexical index's arrays, each its own buffer (made so by the builder), to transfer with the reply. */
+function lexicalBuffers(parts: LexicalParts): ArrayBuffer[] {
+  const arrays = [parts.postingStart, parts.docs, parts.tfs, parts.fieldLengths, parts.averageFieldLengths];
+  const buffers = arrays.map((array) => array.buffer as ArrayBuffer);
+  // A view into a shared buffer cannot be transferred without taking the rest along; then it is cloned instead.
+  return arrays.every((array, i) => array.byteOffset === 0 && array.byteLength === buffers[i]!.byteLength) && new Set(buffers).size === buffers.length ? buffers : [];
 }
 
 /** A typed array's bytes as an ArrayBuffer of their own, to transfer: a view into a larger (or pooled) buffer is copied. */

@@ -61,6 +61,9 @@ interface LexicalData {
   averageFieldLengths: Float64Array;
 }
 
+/** A LexicalIndex without its names, as `parts()` gives it (structured-clonable; the arrays transferable). */
+export type LexicalParts = Omit<LexicalData, 'names'>;
+
 /** Serialised layout version of `LexicalIndex.serialize`. */
 const FORMAT = 1;
 
@@ -102,6 +105,22 @@ export class LexicalIndex {
     const builder = new LexicalIndexBuilder(settings);
     for (const { name, text } of documents) builder.add(name, text);
     return builder.finish();
+  }
+
+  /**
+   * The index as plain data to hand to another thread: its arrays can be transferred rather than copied, and the names
+   * are left out (the receiver has them; `fromParts` takes them back). Cheaper than `serialize` + `deserialize`, which
+   * copy every array twice on the way.
+   */
+  parts(): LexicalParts {
+    const { names: _names, ...rest } = this.data;
+    return rest;
+  }
+
+  /** An index from `parts()` and the names it was built over, in the same order; the arrays are used, not copied. */
+  static fromParts(names: string[], parts: LexicalParts, settings = DEFAULT_LEXICAL): LexicalIndex {
+    if (parts.fieldLengths.length !== names.length * FIELD_COUNT) throw new Error(`lexical index parts are for ${parts.fieldLengths.length / FIELD_COUNT} documents, not ${names.length}`);
+    return new LexicalIndex({ ...parts, names }, settings);
   }
 
   /** @internal The builder's way in: an index over data it assembled. */
@@ -431,9 +450,14 @@ export class LexicalIndexBuilder {
   private readonly terms: string[] = [];
   private readonly names: string[] = [];
   private readonly seen = new Set<string>();
+  /**
+   * The postings in the order they were counted, document by document: each one's (term, field) key and term
+   * frequency. The document is implied (`docEnd[doc]` is where its postings end), so it costs nothing per posting; term
+   * frequencies take 16 bits until one needs more. At 100k tools: 4.7M postings, 6 bytes each instead of 12.
+   */
   private readonly keys = new GrowableUint32();
-  private readonly docs = new GrowableUint32();
-  private readonly tfs = new GrowableUint32();
+  private tfs: GrowableUint16 | GrowableUint32 = new GrowableUint16();
+  private readonly docEnd = new GrowableUint32();
   private readonly fieldLengths = new GrowableUint32();
   private readonly averageFieldLengths = new Float64Array(FIELD_COUNT);
   private readonly counts = new Map<number, number>();
@@ -475,11 +499,12 @@ export class LexicalIndexBuilder {
       }
       for (const [id, tf] of counts) {
         this.keys.push(id * FIELD_COUNT + field);
-        this.docs.push(doc);
+        if (tf > 0xffff && this.tfs instanceof GrowableUint16) this.tfs = GrowableUint32.from(this.tfs.view());
         this.tfs.push(tf);
         if (tf > this.maxTf) this.maxTf = tf;
       }
     }
+    this.docEnd.push(this.keys.length);
   }
 
   finish(): LexicalIndex {
@@ -492,12 +517,14 @@ export class LexicalIndexBuilder {
     const next = postingStart.slice(0, -1);
     const sortedDocs = new Uint32Array(keyArray.length);
     const sortedTfs = maxTf > 0xffff ? new Uint32Array(keyArray.length) : new Uint16Array(keyArray.length);
-    const docArray = this.docs.view();
+    const docEnd = this.docEnd.view();
     const tfArray = this.tfs.view();
-    for (let i = 0; i < keyArray.length; i++) {
-      const at = next[keyArray[i]!]!++;
-      sortedDocs[at] = docArray[i]!;
-      sortedTfs[at] = tfArray[i]!;
+    for (let doc = 0, i = 0; doc < docEnd.length; doc++) {
+      for (const end = docEnd[doc]!; i < end; i++) {
+        const at = next[keyArray[i]!]!++;
+        sortedDocs[at] = doc;
+        sortedTfs[at] = tfArray[i]!;
+      }
     }
     return LexicalIndex.fromData(
       {
@@ -515,13 +542,22 @@ export class LexicalIndexBuilder {
   }
 }
 
+/** A typed array that grows by half again when full (doubling left up to half of a 100k-tool build's postings unused). */
 class GrowableUint32 {
   private array = new Uint32Array(1024);
-  private length = 0;
+  length = 0;
+
+  static from(values: ArrayLike<number>): GrowableUint32 {
+    const grown = new GrowableUint32();
+    grown.array = new Uint32Array(Math.max(1024, values.length * 1.5));
+    grown.array.set(values);
+    grown.length = values.length;
+    return grown;
+  }
 
   push(value: number): void {
     if (this.length === this.array.length) {
-      const bigger = new Uint32Array(this.array.length * 2);
+      const bigger = new Uint32Array(Math.ceil(this.array.length * 1.5));
       bigger.set(this.array);
       this.array = bigger;
     }
@@ -529,6 +565,25 @@ class GrowableUint32 {
   }
 
   view(): Uint32Array {
+    return this.array.subarray(0, this.length);
+  }
+}
+
+/** GrowableUint32 for values under 2^16. */
+class GrowableUint16 {
+  private array = new Uint16Array(1024);
+  length = 0;
+
+  push(value: number): void {
+    if (this.length === this.array.length) {
+      const bigger = new Uint16Array(Math.ceil(this.array.length * 1.5));
+      bigger.set(this.array);
+      this.array = bigger;
+    }
+    this.array[this.length++] = value;
+  }
+
+  view(): Uint16Array {
     return this.array.subarray(0, this.length);
   }
 }

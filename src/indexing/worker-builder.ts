@@ -6,7 +6,7 @@ import type { CatalogSnapshot } from '../catalog/catalog.js';
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Embedder } from '../embedding/embedder.js';
 import type { EmbeddingCache } from './embedding-cache.js';
-import { LexicalIndex, type LexicalSettings } from './lexical.js';
+import { LexicalIndex, type LexicalParts, type LexicalSettings } from './lexical.js';
 import type { IndexBuilder } from './local-pipeline.js';
 import { embedInChunks, type BuildStats, type SearchIndex } from './search-index.js';
 import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex } from './vector.js';
@@ -37,9 +37,11 @@ export interface BuildTexts {
 
 /**
  * Entries per `texts` message: posting a message clones it synchronously, and 100,000 tools' texts in one took over
- * 100 ms of this thread (every request waited); parts of this size take a few ms each, with the event loop free between.
+ * 100 ms of this thread (every request waited); a part of this size takes about a millisecond. Small for the thread's
+ * memory too: a part it is counting lives across its scavenges and is promoted before it dies (parts of 5,000 left
+ * ~250 MB of the thread's heap garbage by the end of a 100k-tool build).
  */
-const TEXTS_PART = 5_000;
+const TEXTS_PART = 1_000;
 
 export interface BuildVectors {
   kind: 'vectors';
@@ -72,7 +74,7 @@ export interface BuildFinish {
  */
 export interface BuiltParts {
   id: number;
-  lexical?: ArrayBuffer;
+  lexical?: LexicalParts;
   vectors?: { kind: 'exact'; matrix: ArrayBuffer; dimensions: number } | { kind: 'hnsw'; dir: string; file: string; dimensions: number };
 }
 
@@ -224,7 +226,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
     const { vectors } = parts;
     try {
       if (!parts.lexical || !vectors) throw new Error('the index build threads answered without the lexical index or the vectors');
-      const lexical = LexicalIndex.deserialize(Buffer.from(parts.lexical), this.options.lexical);
+      const lexical = LexicalIndex.fromParts(names, parts.lexical, this.options.lexical);
       await new Promise((resolve) => setImmediate(resolve));
       const { hnsw } = this.options;
       let vectorIndex: VectorIndex;

@@ -112,6 +112,22 @@ describe('LexicalIndex', () => {
     assert.deepEqual(index.search('send email', 0), []);
   });
 
+  it('counts a term frequency past 16 bits exactly, and keeps it through a round trip', () => {
+    const text = (description: string) => ({ name: '', title: '', description, server: '', params: '', context: '' });
+    const documents = [
+      { name: 'repeats', text: text(Array(70_000).fill('zebra').join(' ')) },
+      { name: 'once', text: text('zebra crossing') },
+      { name: 'other', text: text('crossing guard') },
+    ];
+    const built = LexicalIndex.build(documents);
+    const [top, second] = built.search('zebra', 2);
+    assert.deepEqual([top!.name, second!.name], ['repeats', 'once']);
+    assert.deepEqual(LexicalIndex.deserialize(built.serialize()).search('zebra', 2), built.search('zebra', 2));
+    // A frequency cut to 16 bits (70,000 → 4,464) would lower the score; the same document with 4,464 copies scores less.
+    const cut = LexicalIndex.build([{ ...documents[0]!, text: text(Array(70_000 % 65_536).fill('zebra').join(' ')) }, ...documents.slice(1)]);
+    assert.ok(top!.score > cut.search('zebra', 1)[0]!.score);
+  });
+
   it('refuses two documents with the same name', () => {
     assert.throws(() => LexicalIndex.build([...fixture.slice(0, 2), fixture[0]!]), /duplicate tool name/);
   });
