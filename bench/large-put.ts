@@ -1,6 +1,6 @@
 /**
  * A large catalog PUT the way a user runs the service (`npm run bench:100k [size]`): builds, starts
- * `node dist/src/cli.js serve` without Redis (a temp state dir, a free port, the in-process pipeline), PUTs a realistic
+ * `node dist/src/cli.js serve` with the Node flags `npm start` uses, without Redis (a temp state dir, a free port, the in-process pipeline), PUTs a realistic
  * catalog (bench/catalog.ts: real tools varied, ~1 KB each) in one request, and meanwhile polls `/v1/index/status` every
  * 50 ms (each answer's latency recorded), samples the service's VmRSS/VmHWM every 100 ms, and searches for a tool only
  * the new catalog has until it is found. Prints one JSON line: PUT answered at, searchable at (both from the PUT's
@@ -68,7 +68,11 @@ const env: NodeJS.ProcessEnv = { ...process.env, TOOLROUTER_CONFIG: configFile, 
 delete env.REDIS_URL;
 const port = await freePort();
 let done = false;
-const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/src/cli.js'), 'serve', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+// Node's flags as `npm start` gives them (package.json's start script), so the service runs as a user's does.
+const startScript = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+const startFlags = /exec node ((?:--\S+ )*)dist\/src\/cli\.js serve/.exec(startScript)?.[1]?.trim().split(' ').filter(Boolean);
+if (!startFlags) throw new Error(`cannot read node's flags from the start script: ${startScript}`);
+const child = spawn(process.execPath, [...startFlags, ...nodeArgs, path.join(ROOT, 'dist/src/cli.js'), 'serve', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
 const killer = setTimeout(() => {
   process.stderr.write(`large-put: killed after ${timeoutS} s\n`);
   child.kill('SIGKILL');
