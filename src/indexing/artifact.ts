@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { LexicalIndex, type LexicalSettings } from './lexical.js';
@@ -44,7 +45,12 @@ export function serializeIndex(index: SearchIndex, hnsw: HnswSettings): Buffer {
   return Buffer.concat([MAGIC, length, headerBytes, lexical, vectors]);
 }
 
-export function deserializeIndex(buffer: Buffer, lexicalSettings: LexicalSettings): SearchIndex {
+/**
+ * The index an artifact holds. The graph is written to a temp file and read back on libuv's pool (hnswlib-node reads
+ * graphs only from files), with the event loop free in between: at 100k tools the synchronous write and read held the
+ * instance's request thread for a few hundred ms at every swap.
+ */
+export async function deserializeIndex(buffer: Buffer, lexicalSettings: LexicalSettings): Promise<SearchIndex> {
   const magic = buffer.subarray(0, MAGIC.length);
   const v1 = magic.equals(MAGIC_V1);
   if (buffer.length < MAGIC.length + 4 || !(v1 || magic.equals(MAGIC))) {
@@ -61,13 +67,14 @@ export function deserializeIndex(buffer: Buffer, lexicalSettings: LexicalSetting
   offset += header.sections.lexical;
   const vectorBytes = buffer.subarray(offset, offset + header.sections.vectors);
   if (vectorBytes.length !== header.sections.vectors) throw new Error('index artifact is truncated');
+  await new Promise((resolve) => setImmediate(resolve));
   return {
     catalogHash: header.catalogHash,
     model: header.model,
     builtAt: header.builtAt,
     size: header.names.length,
     lexical,
-    vectors: loadVectors(header, vectorBytes),
+    vectors: await loadVectors(header, vectorBytes),
   };
 }
 
@@ -86,17 +93,21 @@ function vectorSection(vectors: VectorIndex): { names: readonly string[]; vector
   throw new Error('unknown vector index type');
 }
 
-function loadVectors(header: ArtifactHeader, bytes: Buffer): VectorIndex {
+async function loadVectors(header: ArtifactHeader, bytes: Buffer): Promise<VectorIndex> {
   if (header.vectorKind === 'exact') {
     // Copy into an aligned buffer: a subarray of the artifact may start at any byte.
     const matrix = new Float32Array(bytes.length / 4);
     new Uint8Array(matrix.buffer).set(bytes);
     return new ExactVectorIndex(header.names, { matrix, dimensions: header.dimensions });
   }
-  return withTempFile((file) => {
-    writeFileSync(file, bytes);
-    return HnswVectorIndex.read(header.names, file, header.dimensions, header.efSearch);
-  });
+  const dir = await mkdtemp(path.join(tmpdir(), 'toolrouter-index-'));
+  try {
+    const file = path.join(dir, 'index.bin');
+    await writeFile(file, bytes);
+    return await HnswVectorIndex.load(header.names, file, header.dimensions, header.efSearch);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 function withTempFile<T>(use: (file: string) => T): T {

@@ -202,13 +202,6 @@ export class HnswVectorIndex implements VectorIndex {
     return new HnswVectorIndex(names, index, efSearch, exactVisible);
   }
 
-  /** A graph hnswlib wrote to `file` (hnswlib-node reads graphs only from files). */
-  static read(names: readonly string[], file: string, dimensions: number, efSearch: number, exactVisible?: number): HnswVectorIndex {
-    const index = new hnswlib.HierarchicalNSW('cosine', dimensions);
-    index.readIndexSync(file);
-    return new HnswVectorIndex(names, index, efSearch, exactVisible);
-  }
-
   get size(): number {
     return this.names.length;
   }

@@ -46,9 +46,9 @@ describe('index artifact', () => {
     assert.equal(small.vectors.kind, 'exact');
     assert.equal(large.vectors.kind, 'hnsw');
     for (const index of [small, large]) {
-      await assertSameSearches(deserializeIndex(serializeIndex(index, DEFAULT_HNSW), DEFAULT_LEXICAL), index, embedder);
+      await assertSameSearches(await deserializeIndex(serializeIndex(index, DEFAULT_HNSW), DEFAULT_LEXICAL), index, embedder);
     }
-    assert.throws(() => deserializeIndex(Buffer.from('not an index'), DEFAULT_LEXICAL), /not a toolrouter index artifact/);
+    await assert.rejects(deserializeIndex(Buffer.from('not an index'), DEFAULT_LEXICAL), /not a toolrouter index artifact/);
   });
 
   it('still reads format-1 artifacts, whose BM25 section is MiniSearch JSON', async () => {
@@ -74,6 +74,6 @@ describe('index artifact', () => {
     const length = Buffer.alloc(4);
     length.writeUInt32LE(oldHeader.length);
     const v1 = Buffer.concat([Buffer.from('TRIDX\u0001'), length, oldHeader, lexical, vectors]);
-    await assertSameSearches(deserializeIndex(v1, DEFAULT_LEXICAL), index, embedder);
+    await assertSameSearches(await deserializeIndex(v1, DEFAULT_LEXICAL), index, embedder);
   });
 });

@@ -259,7 +259,7 @@ export class RedisIndexPipeline implements IndexPipeline {
       this.options.log.warn({ catalogHash }, 'index pointer names an artifact that is gone; waiting for a rebuild');
       return;
     }
-    const index = deserializeIndex(artifact, this.options.lexical);
+    const index = await deserializeIndex(artifact, this.options.lexical);
     // The index of the very catalog this instance wants is never stale, even when its version number is lower: a
     // Redis restarted without persistence counts versions from 1 again.
     const effective = catalogHash === this.manager.target.catalogHash ? Math.max(version, this.manager.version) : version;
