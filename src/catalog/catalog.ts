@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { canonicalText, searchableText, type SearchableText } from './text.js';
 import type { CatalogTool, Tool } from './types.js';
 import type { SchemaLimits } from './schema-limits.js';
-import { inSlices } from './slices.js';
+import { inSlices, mergeSorted, sortInSlices } from './slices.js';
 import { SOURCE_NAME_PATTERN, validateTools, validateToolsInSlices } from './validate.js';
 import { ToolrouterError } from '../errors.js';
 
@@ -68,7 +68,8 @@ export interface CatalogEvents {
  * consistent with itself; a name may belong to one source only.
  */
 export class Catalog extends EventEmitter<CatalogEvents> {
-  private readonly sources = new Map<string, { server?: string; description?: string; entries: CatalogEntry[] }>();
+  /** Per source: its entries and their text hashes sorted (what the catalog hash is made of, merged across sources). */
+  private readonly sources = new Map<string, { server?: string; description?: string; entries: CatalogEntry[]; hashes: string[] }>();
   private readonly byName = new Map<string, CatalogEntry>();
   private current: CatalogSnapshot | undefined;
   private readonly separator: string;
@@ -109,7 +110,8 @@ export class Catalog extends EventEmitter<CatalogEvents> {
   setSource(source: string, input: unknown, server?: string, description?: string): CatalogSnapshot {
     const tools = this.check(source, input);
     const about = foldDescription(description);
-    return this.replace(source, server, about, tools.map((tool) => this.toEntry(tool, source, server, about)));
+    const entries = tools.map((tool) => this.toEntry(tool, source, server, about));
+    return this.replace(source, server, about, entries, entries.map((entry) => entry.textHash).sort());
   }
 
   /**
@@ -131,8 +133,9 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     else tools = await validateToolsInSlices(input, this.limits);
     const entries: CatalogEntry[] = new Array<CatalogEntry>(tools.length);
     await inSlices(tools.length, (i) => (entries[i] = this.toEntry(tools[i]!, source, server, about)));
+    const hashes = await sortInSlices(entries.map((entry) => entry.textHash));
     this.checkClashes(source, tools);
-    return this.replace(source, server, about, entries);
+    return this.replace(source, server, about, entries, hashes);
   }
 
   private checkClashes(source: string, tools: readonly Tool[]): void {
@@ -145,11 +148,12 @@ export class Catalog extends EventEmitter<CatalogEvents> {
     }
   }
 
-  private replace(source: string, server: string | undefined, description: string | undefined, entries: CatalogEntry[]): CatalogSnapshot {
+  /** @param hashes the entries' text hashes, sorted. */
+  private replace(source: string, server: string | undefined, description: string | undefined, entries: CatalogEntry[], hashes: string[]): CatalogSnapshot {
     const previous = this.sources.get(source);
     for (const entry of previous?.entries ?? []) this.byName.delete(entry.tool.name);
     for (const entry of entries) this.byName.set(entry.tool.name, entry);
-    this.sources.set(source, { server, ...(description === undefined ? {} : { description }), entries });
+    this.sources.set(source, { server, ...(description === undefined ? {} : { description }), entries, hashes });
     return this.changed();
   }
 
@@ -222,7 +226,12 @@ export class Catalog extends EventEmitter<CatalogEvents> {
 
   /** Entries in catalog order: sources in the order they were first added, tools in the order each source gave. */
   snapshot(): CatalogSnapshot {
-    this.current ??= makeSnapshot([...this.sources.values()].flatMap((source) => source.entries));
+    if (this.current === undefined) {
+      const sources = [...this.sources.values()];
+      // Each source's hashes are kept sorted, so the catalog's sorted list is a merge, not a sort of every tool's hash.
+      const sorted = sources.map((source) => source.hashes).reduce<string[]>((all, hashes) => (all.length === 0 ? hashes : mergeSorted(all, hashes)), []);
+      this.current = { catalogHash: hashOfSorted(sorted), entries: sources.flatMap((source) => source.entries) };
+    }
     return this.current;
   }
 
@@ -258,13 +267,12 @@ function checkSourceName(source: string): void {
  * independent of source order; hashing the text (not only names) makes a changed description a new catalog.
  */
 export function catalogHash(entries: readonly Pick<CatalogEntry, 'textHash'>[]): string {
-  const hash = createHash('sha256');
-  for (const textHash of entries.map((entry) => entry.textHash).sort()) hash.update(textHash);
-  return hash.digest('hex');
+  return hashOfSorted(entries.map((entry) => entry.textHash).sort());
 }
 
-export function makeSnapshot(entries: readonly CatalogEntry[]): CatalogSnapshot {
-  return { catalogHash: catalogHash(entries), entries };
+/** The catalog hash of text hashes already sorted: one update over their concatenation (the same digest as one each). */
+function hashOfSorted(sorted: readonly string[]): string {
+  return createHash('sha256').update(sorted.join('')).digest('hex');
 }
 
 export function sha256(text: string): string {

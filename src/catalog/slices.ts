@@ -16,3 +16,36 @@ export async function inSlices(count: number, step: (index: number) => void, sli
     }
   }
 }
+
+/**
+ * `values` sorted (code-unit order, as `Array.prototype.sort` without a comparator), in sorted runs merged pairwise,
+ * with the event loop handed back between runs and merges: one sort of 100,000 tool hashes held it for ~80 ms.
+ */
+export async function sortInSlices(values: readonly string[], run = 8_192): Promise<string[]> {
+  let runs: string[][] = [];
+  for (let start = 0; start < values.length; start += run) {
+    if (start > 0) await new Promise((resolve) => setImmediate(resolve));
+    runs.push(values.slice(start, start + run).sort());
+  }
+  while (runs.length > 1) {
+    const merged: string[][] = [];
+    for (let i = 0; i < runs.length; i += 2) {
+      await new Promise((resolve) => setImmediate(resolve));
+      merged.push(i + 1 < runs.length ? mergeSorted(runs[i]!, runs[i + 1]!) : runs[i]!);
+    }
+    runs = merged;
+  }
+  return runs[0] ?? [];
+}
+
+/** Two sorted arrays as one sorted array (code-unit order). */
+export function mergeSorted(a: readonly string[], b: readonly string[]): string[] {
+  const out = new Array<string>(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = b[j]! < a[i]! ? b[j++]! : a[i++]!;
+  while (i < a.length) out[k++] = a[i++]!;
+  while (j < b.length) out[k++] = b[j++]!;
+  return out;
+}

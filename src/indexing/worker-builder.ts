@@ -127,8 +127,12 @@ export class WorkerIndexBuilder implements IndexBuilder {
     const total = entries.length;
     const { embedder, cache } = this.options;
     const id = this.nextId++;
+    // A build starts from a catalog change, in the same turn of the event loop as the change itself (at 100k tools the
+    // catalog's own step is tens of ms): each thread start gets a turn of its own.
+    await yieldTurn();
     // Started now, the threads boot (hundreds of ms of module loading) while this thread embeds the first chunk.
     const textThread = this.start();
+    await yieldTurn();
     const graphThread = total > (this.options.twoThreadsAbove ?? TWO_THREADS_ABOVE) ? this.start() : textThread;
     const threads = [...new Set([textThread, graphThread])];
     try {
@@ -336,6 +340,10 @@ class BuildThread {
 function workerFile(): URL {
   const extension = path.extname(fileURLToPath(import.meta.url));
   return new URL(`./build-worker${extension}`, import.meta.url);
+}
+
+function yieldTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /**

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { Catalog, CatalogConflictError, CatalogSourceError, type CatalogSnapshot } from '../../src/catalog/catalog.js';
+import { Catalog, CatalogConflictError, CatalogSourceError, catalogHash, type CatalogSnapshot } from '../../src/catalog/catalog.js';
+import { sortInSlices } from '../../src/catalog/slices.js';
 import { ToolValidationError } from '../../src/catalog/validate.js';
 
 const tool = (name: string, description = `does ${name}`) => ({
@@ -120,5 +122,30 @@ describe('catalog hash', () => {
     catalog.setSource('s', [tool('a', 'new words')]);
     assert.equal(seen.length, 2);
     assert.notEqual(seen[0]!.catalogHash, seen[1]!.catalogHash);
+  });
+});
+
+describe('the catalog hash', () => {
+  it('over several sources, set at once or in slices, is the hash of every tool\'s text hash sorted', async () => {
+    const catalog = new Catalog();
+    const many = Array.from({ length: 20_000 }, (_, i) => tool(`t${(i * 7919) % 20_000}`));
+    catalog.setSource('one', [tool('zeta'), tool('alpha')]);
+    await catalog.setSourceInSlices('many', many);
+    catalog.setSource('two', [tool('mid')]);
+    const snapshot = catalog.snapshot();
+    assert.equal(snapshot.entries.length, 20_003);
+    assert.equal(snapshot.catalogHash, catalogHash(snapshot.entries));
+    // The definition, spelled out: one SHA-256 over the sorted per-tool hashes.
+    const hash = createHash('sha256');
+    for (const textHash of snapshot.entries.map((entry) => entry.textHash).sort()) hash.update(textHash);
+    assert.equal(snapshot.catalogHash, hash.digest('hex'));
+    catalog.removeSource('one');
+    assert.equal(catalog.snapshot().catalogHash, catalogHash(catalog.snapshot().entries));
+  });
+
+  it('sortInSlices sorts as Array.prototype.sort does, across runs and merges', async () => {
+    const values = Array.from({ length: 5_000 }, (_, i) => `${(i * 2654435761) % 1_000_003}`.padStart(7, 'x'));
+    assert.deepEqual(await sortInSlices(values, 333), [...values].sort());
+    assert.deepEqual(await sortInSlices([]), []);
   });
 });

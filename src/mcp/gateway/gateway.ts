@@ -146,7 +146,17 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
   /** What upstreams ask during 2026-07-28 tasks, until tasks/update answers it (relay/task-inputs.ts). */
   readonly taskInputs: TaskInputs;
   private lastSignature: string;
-  private readonly onCatalogChange = () => this.checkListChanged();
+  /**
+   * The listing is compared on the next turn, once per burst of changes: comparing filters and serialises the catalog
+   * (tens of ms at 100k tools), which in the catalog's own change event added to the step that swaps it.
+   */
+  private listCheck: NodeJS.Immediate | undefined;
+  private readonly onCatalogChange = () => {
+    this.listCheck ??= setImmediate(() => {
+      this.listCheck = undefined;
+      this.checkListChanged();
+    });
+  };
   private readonly onFeatures = (server: string, change: FeaturesChange) => this.emit('featuresChanged', server, change);
   private readonly activationPolicy: ActivationPolicy;
   private readonly coverageCache = new WeakMap<CatalogSnapshot, Map<string, string>>();
@@ -715,6 +725,7 @@ export class McpGateway extends EventEmitter<GatewayEvents> {
 
   close(): void {
     this.tasks.close();
+    clearImmediate(this.listCheck);
     this.catalog.off('change', this.onCatalogChange);
     this.upstreams.off('status', this.onCatalogChange);
     this.upstreams.off('features', this.onFeatures);
