@@ -1,4 +1,4 @@
-import express, { type Express, type RequestHandler, type Router } from 'express';
+import express, { type Express, type NextFunction, type Request, type RequestHandler, type Router } from 'express';
 import type { Logger } from 'pino';
 import type { Auth } from '../auth/auth.js';
 import type { KeyDefaults, SecuritySettings } from '../auth/settings.js';
@@ -9,6 +9,7 @@ import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
 import { JsonParseError, parseJsonInSlices } from './json-slices.js';
+import { limitBytes, readBodyBytes } from './body-bytes.js';
 import { requestLog } from './request-log.js';
 import { analyticsRoutes, type AnalyticsRouteOptions } from './routes/analytics.js';
 import { catalogRoutes, type CatalogRouteOptions } from './routes/catalog.js';
@@ -96,17 +97,33 @@ export function createApp(options: AppOptions): Express {
   const smallJson = express.json({ limit: options.bodyLimit, strict: true, verify: (_req, _res, bytes) => assertJsonDepth(bytes, maxDepth) });
   // A large body (a catalog of tens of thousands of tools) is read as bytes and parsed a slice at a time, so its parse
   // does not hold every other request (the index status, health) for a second or more.
+  // Compressed bodies are inflated by body-parser; plain ones (what catalog uploads are) are read into one buffer of the
+  // declared length (body-bytes.ts), held only until parsed: body-parser held such a body twice at its peak.
   const rawJson = express.raw({ limit: options.bodyLimit, type: 'application/json' });
+  const bodyLimitBytes = limitBytes(options.bodyLimit);
+  const parseLarge = (bytes: Buffer, req: Request, next: NextFunction) => {
+    parseJsonInSlices(bytes, maxDepth).then((body) => {
+      if (body === null || typeof body !== 'object') return next(new JsonParseError('the JSON body must be an object or an array'));
+      req.body = body;
+      next();
+    }, next);
+  };
   const json: RequestHandler = (req, res, next) => {
-    if (Number(req.headers['content-length'] ?? 0) < LARGE_BODY_BYTES || !req.is('application/json')) return smallJson(req, res, next);
+    const length = Number(req.headers['content-length'] ?? 0);
+    if (length < LARGE_BODY_BYTES || !req.is('application/json')) return smallJson(req, res, next);
+    const encoding = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+    if (encoding === 'identity' && Number.isFinite(bodyLimitBytes) && Number.isSafeInteger(length)) {
+      // body-parser's mark that the body has been read, so no later parser waits for it again.
+      (req as { _body?: boolean })._body = true;
+      readBodyBytes(req, length, bodyLimitBytes).then((bytes) => parseLarge(bytes, req, next), next);
+      return;
+    }
     rawJson(req, res, (error?: unknown) => {
       if (error !== undefined) return next(error);
       if (!Buffer.isBuffer(req.body)) return next();
-      parseJsonInSlices(req.body, maxDepth).then((body) => {
-        if (body === null || typeof body !== 'object') return next(new JsonParseError('the JSON body must be an object or an array'));
-        req.body = body;
-        next();
-      }, next);
+      const bytes = req.body;
+      req.body = undefined;
+      parseLarge(bytes, req, next);
     });
   };
   const rawBodyPaths = new Set(options.rawBodyPaths ?? []);
