@@ -103,7 +103,10 @@ class ToolsValidator {
       return;
     }
     this.seen.add(parsed.data.name);
-    this.tools.push(parsed.data as Tool);
+    // The tool as sent, not zod's copy: the schemas transform nothing, and a copy of each tool (and of its schemas'
+    // top levels) doubled what a 100,000-tool PUT held until the request was done (issue 55). It also keeps the
+    // definition's key order as the client wrote it.
+    this.tools.push(candidate as Tool);
   }
 
   result(): Tool[] {
