@@ -86,31 +86,78 @@ export interface SearchableText {
 export const SEARCHABLE_FIELDS = ['name', 'title', 'description', 'server', 'params', 'context'] as const;
 export type SearchableField = (typeof SEARCHABLE_FIELDS)[number];
 
+/** The tool a SearchableText derives its long fields from. Not enumerable: copies (spread, JSON, postMessage) leave it. */
+const TOOL = Symbol('tool');
+type DerivedText = SearchableText & { readonly [TOOL]: Tool };
+
+/**
+ * `description` and `params` are read from the tool each time instead of kept: they are the long fields (with `params`
+ * ~450 characters a tool, both were about 90 MB of a 100,000-tool catalog, issue 55), read only when an index is built
+ * or a few candidates are reranked. They are own enumerable getters (one shared function each, so every text shares
+ * one shape): spread, JSON.stringify and postMessage to the index worker see six plain strings.
+ */
+const DERIVED_FIELDS: PropertyDescriptorMap = {
+  description: {
+    enumerable: true,
+    get(this: DerivedText): string {
+      return descriptionText(this[TOOL]);
+    },
+  },
+  params: {
+    enumerable: true,
+    get(this: DerivedText): string {
+      return paramsText(this[TOOL]);
+    },
+  },
+};
+
 /**
  * Builds the searchable text of a tool. The qualified name's server prefix is indexed as the server field, not
- * as part of the name, so "github" in a query does not outweigh what the tool does.
+ * as part of the name, so "github" in a query does not outweigh what the tool does. The tool must not change after.
  */
 export function searchableText(tool: Tool, server?: string, separator = '__', context = ''): SearchableText {
   const bareName =
     server !== undefined && separator !== '' && tool.name.startsWith(server + separator)
       ? tool.name.slice(server.length + separator.length)
       : tool.name;
+  const text = {
+    name: identifierWords(bareName),
+    title: normaliseSpace(tool.title ?? tool.annotations?.title ?? ''),
+    server: server === undefined ? '' : serverWords(server),
+    context: normaliseSpace(context),
+  };
+  Object.defineProperty(text, TOOL, { value: tool });
+  return Object.defineProperties(text, DERIVED_FIELDS) as DerivedText;
+}
+
+function descriptionText(tool: Tool): string {
+  // Tags (`_meta.tags`, e.g. set by a tool transform) are searchable as part of the description.
+  return normaliseSpace([tool.description ?? '', ...tagsOf(tool)].join(' '));
+}
+
+function paramsText(tool: Tool): string {
   const paramParts: string[] = [];
   for (const [paramName, schema] of Object.entries(tool.inputSchema.properties ?? {})) {
-    paramParts.push(splitIdentifier(paramName).join(' '));
+    paramParts.push(identifierWords(paramName));
     if (schema && typeof schema === 'object' && typeof schema.description === 'string') {
       paramParts.push(normaliseSpace(schema.description));
     }
   }
-  return {
-    name: splitIdentifier(bareName).join(' '),
-    title: normaliseSpace(tool.title ?? tool.annotations?.title ?? ''),
-    // Tags (`_meta.tags`, e.g. set by a tool transform) are searchable as part of the description.
-    description: normaliseSpace([tool.description ?? '', ...tagsOf(tool)].join(' ')),
-    server: server === undefined ? '' : splitIdentifier(server).join(' '),
-    params: paramParts.join(' ; '),
-    context: normaliseSpace(context),
-  };
+  return paramParts.join(' ; ');
+}
+
+/** `splitIdentifier` as one string; the identifier itself when that is what it gives (a lower-case word), not a copy. */
+function identifierWords(identifier: string): string {
+  const words = splitIdentifier(identifier).join(' ');
+  return words === identifier ? identifier : words;
+}
+
+/** The last server's words: a source's tools come one after another, and each would otherwise get its own copy. */
+let lastServer: { server: string; words: string } | undefined;
+
+function serverWords(server: string): string {
+  if (lastServer?.server !== server) lastServer = { server, words: identifierWords(server) };
+  return lastServer.words;
 }
 
 /**

@@ -63,6 +63,18 @@ describe('searchableText', () => {
     assert.equal(text.params, 'recipient address ; Who gets it ; body');
   });
 
+  it('derives description and params from the tool, yet copies of the text (spread, postMessage) are six plain strings', async () => {
+    const text = searchableText(tool, 'mail', '__', 'Mail for the team');
+    const plain = { name: 'send email', title: 'Send email', description: 'Send an email to someone', server: 'mail', params: 'recipient address ; Who gets it ; body', context: 'Mail for the team' };
+    assert.deepEqual({ ...text }, plain);
+    assert.deepEqual(JSON.parse(JSON.stringify(text)), plain);
+    const channel = new MessageChannel();
+    const posted = new Promise((resolve) => channel.port2.once('message', resolve));
+    channel.port1.postMessage(text);
+    assert.deepEqual(await posted, plain);
+    channel.port1.close();
+  });
+
   it('keeps the whole name when the tool has no server', () => {
     assert.equal(searchableText(tool).name, 'mail send email');
   });
