@@ -9,7 +9,7 @@ import { errorHandler, notFoundRoute, type FaceErrorShape } from './errors.js';
 import { hostCheck, type HostCheckOptions } from './host-check.js';
 import { assertJsonDepth } from './json-depth.js';
 import { JsonParseError, parseJsonInSlices } from './json-slices.js';
-import { limitBytes, readBodyBytes } from './body-bytes.js';
+import { limitBytes, readBodyBytes, releaseBodyBytes } from './body-bytes.js';
 import { requestLog } from './request-log.js';
 import { analyticsRoutes, type AnalyticsRouteOptions } from './routes/analytics.js';
 import { catalogRoutes, type CatalogRouteOptions } from './routes/catalog.js';
@@ -102,11 +102,13 @@ export function createApp(options: AppOptions): Express {
   const rawJson = express.raw({ limit: options.bodyLimit, type: 'application/json' });
   const bodyLimitBytes = limitBytes(options.bodyLimit);
   const parseLarge = (bytes: Buffer, req: Request, next: NextFunction) => {
-    parseJsonInSlices(bytes, maxDepth).then((body) => {
-      if (body === null || typeof body !== 'object') return next(new JsonParseError('the JSON body must be an object or an array'));
-      req.body = body;
-      next();
-    }, next);
+    parseJsonInSlices(bytes, maxDepth)
+      .finally(() => releaseBodyBytes(bytes))
+      .then((body) => {
+        if (body === null || typeof body !== 'object') return next(new JsonParseError('the JSON body must be an object or an array'));
+        req.body = body;
+        next();
+      }, next);
   };
   const json: RequestHandler = (req, res, next) => {
     const length = Number(req.headers['content-length'] ?? 0);

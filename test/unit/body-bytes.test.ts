@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
-import { limitBytes, readBodyBytes } from '../../src/http/body-bytes.js';
+import { limitBytes, readBodyBytes, releaseBodyBytes } from '../../src/http/body-bytes.js';
 
 /** A request body as chunks; `complete` as Node sets it once the whole message arrived. */
 function request(chunks: string[]): IncomingMessage {
@@ -32,4 +32,13 @@ test('limits read as body-parser reads them', () => {
   assert.equal(limitBytes('1.5kb'), 1536);
   assert.equal(limitBytes('1000'), 1000);
   assert.ok(Number.isNaN(limitBytes('lots')));
+});
+
+test('a body buffer is freed once released; a slice of shared memory is left alone', () => {
+  const body = Buffer.alloc(1 << 20, 1);
+  releaseBodyBytes(body);
+  assert.equal(body.length, 0);
+  const shared = Buffer.from('{"a":1}');
+  releaseBodyBytes(shared);
+  assert.equal(shared.toString(), '{"a":1}');
 });
