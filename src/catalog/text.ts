@@ -138,7 +138,7 @@ function descriptionText(tool: Tool): string {
 function paramsText(tool: Tool): string {
   const paramParts: string[] = [];
   for (const [paramName, schema] of Object.entries(tool.inputSchema.properties ?? {})) {
-    paramParts.push(identifierWords(paramName));
+    paramParts.push(paramWords(paramName));
     if (schema && typeof schema === 'object' && typeof schema.description === 'string') {
       paramParts.push(normaliseSpace(schema.description));
     }
@@ -150,6 +150,23 @@ function paramsText(tool: Tool): string {
 function identifierWords(identifier: string): string {
   const words = splitIdentifier(identifier).join(' ');
   return words === identifier ? identifier : words;
+}
+
+/**
+ * Parameter names' words, remembered: `params` is derived on every read (twice per index build), and splitting the
+ * names was most of its cost, while a catalog's tools share most of their parameter names (`owner`, `page_token`).
+ */
+const paramWordsCache = new Map<string, string>();
+const PARAM_WORDS_CACHED = 10_000;
+
+function paramWords(paramName: string): string {
+  let words = paramWordsCache.get(paramName);
+  if (words === undefined) {
+    if (paramWordsCache.size >= PARAM_WORDS_CACHED) paramWordsCache.clear();
+    words = identifierWords(paramName);
+    paramWordsCache.set(paramName, words);
+  }
+  return words;
 }
 
 /** The last server's words: a source's tools come one after another, and each would otherwise get its own copy. */
