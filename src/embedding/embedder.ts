@@ -15,7 +15,7 @@ import { modelSettings, type ModelSettings, type Pooling } from './presets.js';
 import { createOpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 import { checkModelType, chooseDtype, loadTransformers, ONNX_DTYPES, onnxFileOf, pointAtModels, type OnnxDtype, type TransformersModule } from './runtime.js';
 import { loadFolderTokenizer, type Tokenizer, type WordPieceModel } from './tokenizer.js';
-import type { EmbedOptions, Embedder } from './types.js';
+import type { EmbedOptions, Embedder, ThreadableEmbedder } from './types.js';
 
 export { OFFLINE_MODEL_ID } from './offline-model.js';
 
@@ -138,6 +138,11 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
   memoizeWordPiece(extractor.tokenizer.model ?? (extractor.tokenizer as { _tokenizer?: { model?: WordPieceModel } })._tokenizer?.model);
 
   const embedder = new TransformersEmbedder(opts.model, extractor, batchSize, settings, opts.maxTokens, extractor.table ? undefined : extractor.dtype);
+  // A table-lookup model is plain JavaScript over the files just read: another thread can make the same embedder.
+  // Only with the model's default prefixes and pooling, so the options below are all that shapes its vectors.
+  if (extractor.table && sameAsPreset(opts)) {
+    embedder.threadable = { model: opts.model, modelsDir, allowRemoteModels: false, batchSize, ...(opts.maxTokens === undefined ? {} : { maxTokens: opts.maxTokens }) };
+  }
   // The output, not config.json, settles the dimension: configs name it differently per architecture
   // (hidden_size, d_model, dim). The call also warms the session so the first real query is not the slow one.
   const [probe] = await embedder.embedRaw(['dimension probe']);
@@ -149,6 +154,7 @@ export async function createEmbedder(opts: EmbedderOptions): Promise<Embedder> {
 class TransformersEmbedder implements Embedder {
   dimensions = 0;
   readonly cacheKey: string;
+  threadable?: ThreadableEmbedder;
 
   constructor(
     readonly modelId: string,
@@ -389,6 +395,11 @@ function normalise(sum: Float64Array, count: number): Float32Array {
   if (!(n > 0) || !Number.isFinite(n)) return v;
   for (let d = 0; d < sum.length; d++) v[d] = sum[d]! / n;
   return v;
+}
+
+/** Whether the options leave the model's preset (pooling, normalisation, prefixes) as it is. */
+function sameAsPreset(opts: EmbedderOptions): boolean {
+  return opts.pooling === undefined && opts.normalize === undefined && opts.queryPrefix === undefined && opts.documentPrefix === undefined;
 }
 
 function localModelFiles(modelDir: string): { complete: boolean; missing: string[] } {

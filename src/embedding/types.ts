@@ -28,4 +28,19 @@ export interface Embedder {
    * with everything instead of NaN, so it can be stored and compared but never ranks above a real match.
    */
   embed(texts: string[], options?: EmbedOptions): Promise<Float32Array[]>;
+  /**
+   * Set when this embedder is plain JavaScript over files (the offline model's table lookup, no onnxruntime and no
+   * network): the options `createEmbedder` makes the very same embedder from in another thread, so an index build can
+   * embed there instead of on the thread that answers requests.
+   */
+  readonly threadable?: ThreadableEmbedder;
+}
+
+/** What a worker thread passes to `createEmbedder` to get an embedder giving the same vectors (structured-clonable). */
+export interface ThreadableEmbedder {
+  model: string;
+  modelsDir: string;
+  allowRemoteModels: false;
+  batchSize: number;
+  maxTokens?: number;
 }

@@ -1,35 +1,47 @@
 /**
- * The worker-thread side of WorkerIndexBuilder: builds BM25 from texts and the vector index from vectors the API thread
- * embedded, as they arrive, and posts the parts it was asked for back (see BuiltParts). A large catalog's build runs in
- * two such threads, one per part, so the graph (the longest step) grows beside the BM25 build instead of after it.
- * The embedding model stays out of these threads: onnxruntime does not survive a worker thread's teardown (heap
- * corruption or a hang at exit), and a second copy of the model would double the API's memory.
+ * The worker-thread side of WorkerIndexBuilder: builds BM25 from texts and the vector index from vectors, as they
+ * arrive, and posts the parts it was asked for back (see BuiltParts). A large catalog's build runs in two such threads,
+ * one per part, so the graph (the longest step) grows beside the BM25 build instead of after it. When the embedder is
+ * plain JavaScript (the offline model, Embedder.threadable), BM25's thread also embeds each part of texts it counts and
+ * sends the vectors to the graph's thread over a channel of their own; any other embedder (onnxruntime, which does not
+ * survive a worker thread's teardown, or a remote API) embeds on the API thread, which sends the vectors.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { embeddingText } from '../catalog/text.js';
+import { createEmbedder, type Embedder } from '../embedding/embedder.js';
 import { LexicalIndexBuilder, type LexicalParts } from './lexical.js';
 import { BuildCancelledError } from './search-index.js';
 import { VectorIndexBuilder } from './vector.js';
-import type { BuildCounted, BuildFinish, BuildReply, BuildRequest, BuildWorkerData, BuiltParts } from './worker-builder.js';
+import type { BuildCounted, BuildFinish, BuildReply, BuildRequest, BuildTexts, BuildVectors, BuildWorkerData, BuiltParts } from './worker-builder.js';
 
-const { lexical, hnsw, cancel } = workerData as BuildWorkerData;
+const { lexical, hnsw, cancel, embedder: embedderOptions } = workerData as BuildWorkerData;
 const cancelFlag = new Int32Array(cancel);
 const checkpoint = () => {
   if (Atomics.load(cancelFlag, 0) === 1) throw new BuildCancelledError('the index build was cancelled');
 };
+// Loaded from the start, while the first texts are on their way.
+const embedderReady: Promise<Embedder> | undefined = embedderOptions ? createEmbedder(embedderOptions) : undefined;
+embedderReady?.catch(() => undefined);
 
 /**
- * Builds in progress. Texts are counted into BM25 as each part comes and then let go; vector rows go into the graph as
- * each chunk comes. The first error is kept and reported with the build's reply; later messages of a failed build are
- * ignored.
+ * Builds in progress. Texts are counted into BM25 (and embedded, in the thread that embeds) as each part comes and then
+ * let go; vector rows go into the graph as each chunk comes. The first error is kept and reported with the build's
+ * reply; later messages of a failed build are ignored.
  */
 interface Build {
   /** Texts received, counted or not (after an error they are only counted here). */
   texts: number;
+  /** Texts embedded here. */
+  embedded: number;
   lexical?: LexicalIndexBuilder;
   vectors?: VectorIndexBuilder;
+  /** Where this thread sends the vectors it makes. */
+  vectorsOut?: MessagePort;
+  /** The graph's thread, told to finish: resolves once every row has come (they come over the channel). */
+  rowsComplete?: () => void;
   error?: Error;
 }
 const builds = new Map<number, Build>();
@@ -37,47 +49,80 @@ const builds = new Map<number, Build>();
 function buildOf(id: number): Build {
   let build = builds.get(id);
   if (build === undefined) {
-    build = { texts: 0 };
+    build = { texts: 0, embedded: 0 };
     builds.set(id, build);
   }
   return build;
 }
 
+// Messages are handled one at a time, in order: embedding a part is asynchronous, and the next part, or the finish,
+// must wait for it.
+let queue: Promise<void> = Promise.resolve();
 parentPort!.on('message', (request: BuildRequest) => {
+  queue = queue.then(() => handle(request));
+});
+
+async function handle(request: BuildRequest): Promise<void> {
   if (request.kind === 'drop') {
     builds.delete(request.id);
     return;
   }
-  if (request.kind === 'texts') {
+  if (request.kind === 'connect') {
     const build = buildOf(request.id);
-    step(build, () => {
-      build.lexical ??= new LexicalIndexBuilder(lexical);
-      for (let i = 0; i < request.names.length; i++) build.lexical.add(request.names[i]!, request.texts[i]!);
-    });
-    // The API thread sends the next parts as this one is taken in (see WorkerIndexBuilder.build).
-    build.texts += request.names.length;
-    parentPort!.postMessage({ id: request.id, counted: build.texts } satisfies BuildCounted);
+    if (request.vectors === 'send') build.vectorsOut = request.port;
+    else request.port.on('message', (vectors: BuildVectors) => addVectors(vectors));
     return;
   }
-  if (request.kind === 'vectors') {
-    const build = buildOf(request.id);
-    step(build, () => {
-      build.vectors ??= new VectorIndexBuilder(request.total, request.dimensions, hnsw, checkpoint);
-      build.vectors.addRows(request.start, new Float32Array(request.vectors));
-    });
-    return;
-  }
+  if (request.kind === 'texts') return countTexts(request);
+  if (request.kind === 'vectors') return addVectors(request);
   let reply: BuildReply;
   try {
-    reply = finish(request);
+    reply = await finish(request);
   } catch (error) {
     reply = { id: request.id, error: error instanceof Error ? error.message : String(error) };
   } finally {
+    const build = builds.get(request.id);
+    build?.vectorsOut?.close();
     builds.delete(request.id);
   }
   const transfer = 'error' in reply ? [] : [...(reply.lexical ? lexicalBuffers(reply.lexical) : []), ...(reply.vectors?.kind === 'exact' ? [reply.vectors.matrix] : [])];
   parentPort!.postMessage(reply, transfer);
-});
+}
+
+async function countTexts(request: BuildTexts): Promise<void> {
+  const build = buildOf(request.id);
+  step(build, () => {
+    build.lexical ??= new LexicalIndexBuilder(lexical);
+    for (let i = 0; i < request.names.length; i++) build.lexical.add(request.names[i]!, request.texts[i]!);
+  });
+  if (build.vectorsOut && !build.error) {
+    try {
+      checkpoint();
+      const embedder = await embedderReady!;
+      const vectors = await embedder.embed(request.texts.map(embeddingText));
+      const width = embedder.dimensions;
+      const rows = new Float32Array(vectors.length * width);
+      vectors.forEach((vector, row) => rows.set(vector, row * width));
+      build.embedded += vectors.length;
+      const message: BuildVectors = { kind: 'vectors', id: request.id, total: request.total, start: request.start, vectors: rows.buffer as ArrayBuffer, dimensions: width };
+      build.vectorsOut.postMessage(message, [rows.buffer]);
+    } catch (error) {
+      build.error ??= error instanceof Error ? error : new Error(String(error));
+    }
+  }
+  // The API thread sends the next parts as this one is taken in (see WorkerIndexBuilder.build).
+  build.texts += request.names.length;
+  parentPort!.postMessage({ id: request.id, counted: build.texts } satisfies BuildCounted);
+}
+
+function addVectors(request: BuildVectors): void {
+  const build = buildOf(request.id);
+  step(build, () => {
+    build.vectors ??= new VectorIndexBuilder(request.total, request.dimensions, hnsw, checkpoint);
+    build.vectors.addRows(request.start, new Float32Array(request.vectors));
+  });
+  if (build.rowsComplete && (build.error || (build.vectors?.added ?? 0) >= request.total)) build.rowsComplete();
+}
 
 function step(build: Build, work: () => void): void {
   if (build.error) return;
@@ -89,11 +134,15 @@ function step(build: Build, work: () => void): void {
   }
 }
 
-function finish({ id, parts, total, dimensions }: BuildFinish): BuiltParts {
+async function finish({ id, parts, total, dimensions }: BuildFinish): Promise<BuiltParts> {
   checkpoint();
-  const build = builds.get(id) ?? { texts: 0 };
+  const build = builds.get(id) ?? buildOf(id);
+  if (parts.includes('vectors') && total > 0 && (build.vectors?.added ?? 0) < total && !build.error) {
+    // Rows still on their way over the channel from the thread that embeds: they arrive as their own messages.
+    await new Promise<void>((resolve) => (build.rowsComplete = resolve));
+  }
   if (build.error) throw build.error;
-  const reply: BuiltParts = { id };
+  const reply: BuiltParts = { id, ...(build.vectorsOut ? { embedded: build.embedded } : {}) };
   if (parts.includes('lexical')) {
     // No texts came when the catalog is empty.
     const lexicalIndex = (build.lexical ?? new LexicalIndexBuilder(lexical)).finish();

@@ -1,10 +1,11 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker, type Transferable } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort, type Transferable } from 'node:worker_threads';
 import { rm } from 'node:fs/promises';
 import type { CatalogSnapshot } from '../catalog/catalog.js';
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Embedder } from '../embedding/embedder.js';
+import type { ThreadableEmbedder } from '../embedding/types.js';
 import type { EmbeddingCache } from './embedding-cache.js';
 import { LexicalIndex, type LexicalParts, type LexicalSettings } from './lexical.js';
 import type { IndexBuilder } from './local-pipeline.js';
@@ -17,6 +18,8 @@ export interface BuildWorkerData {
   hnsw: HnswSettings;
   /** One Int32; set to 1 to make the threads abandon their build at the next checkpoint. */
   cancel: SharedArrayBuffer;
+  /** Set for the thread that embeds the texts it counts (see Embedder.threadable). */
+  embedder?: ThreadableEmbedder;
 }
 
 /**
@@ -25,11 +28,22 @@ export interface BuildWorkerData {
  * then `finish`, naming the parts the thread answers with (see BuiltParts). `drop` abandons a build whose embedding
  * failed.
  */
-export type BuildRequest = BuildTexts | BuildVectors | BuildFinish | { kind: 'drop'; id: number };
+export type BuildRequest = BuildTexts | BuildVectors | BuildFinish | BuildConnect | { kind: 'drop'; id: number };
+
+/** One end of the channel the vectors take from the thread that embeds to the graph's (when embedding is in a thread). */
+export interface BuildConnect {
+  kind: 'connect';
+  id: number;
+  vectors: 'send' | 'receive';
+  port: MessagePort;
+}
 
 export interface BuildTexts {
   kind: 'texts';
   id: number;
+  /** Catalog position of the part's first entry, and the catalog's size. */
+  start: number;
+  total: number;
   /** Per catalog entry of this part, in catalog order: its name and its searchable text. */
   names: string[];
   texts: SearchableText[];
@@ -74,6 +88,8 @@ export interface BuildFinish {
  */
 export interface BuiltParts {
   id: number;
+  /** Texts the thread embedded (when it embeds). */
+  embedded?: number;
   lexical?: LexicalParts;
   vectors?: { kind: 'exact'; matrix: ArrayBuffer; dimensions: number } | { kind: 'hnsw'; dir: string; file: string; dimensions: number };
 }
@@ -111,12 +127,14 @@ export class WorkerIndexBuilder implements IndexBuilder {
   private readonly threads = new Set<BuildThread>();
 
   constructor(
-    private readonly options: Omit<BuildWorkerData, 'cancel'> & {
+    private readonly options: Pick<BuildWorkerData, 'lexical' | 'hnsw'> & {
       embedder: Embedder;
       cache?: EmbeddingCache;
       onBuilt?: (stats: BuildStats, index: SearchIndex) => void;
       /** Catalog size above which BM25 and the graph get a thread each (default TWO_THREADS_ABOVE). */
       twoThreadsAbove?: number;
+      /** false: embed on this thread even when the embedder could run in BM25's (tests compare the two). */
+      embedInThread?: boolean;
     },
   ) {}
 
@@ -130,16 +148,27 @@ export class WorkerIndexBuilder implements IndexBuilder {
     // A build starts from a catalog change, in the same turn of the event loop as the change itself (at 100k tools the
     // catalog's own step is tens of ms): each thread start gets a turn of its own.
     await yieldTurn();
+    const split = total > (this.options.twoThreadsAbove ?? TWO_THREADS_ABOVE);
+    // A plain-JavaScript embedder (the offline model) is made again in BM25's thread and embeds there, beside the graph:
+    // this thread then only hands the texts on. Embedding here made ~250 MB of garbage on the request thread's heap at
+    // 100k tools (and the long collections that go with it). Any other embedder (onnxruntime, a remote API) stays here.
+    const embedInThread = split && embedder.threadable !== undefined && this.options.embedInThread !== false;
     // Started now, the threads boot (hundreds of ms of module loading) while this thread embeds the first chunk.
-    const textThread = this.start();
+    const textThread = this.start(embedInThread ? embedder.threadable : undefined);
     await yieldTurn();
-    const graphThread = total > (this.options.twoThreadsAbove ?? TWO_THREADS_ABOVE) ? this.start() : textThread;
+    const graphThread = split ? this.start() : textThread;
     const threads = [...new Set([textThread, graphThread])];
     try {
       // A remote embedder may learn its dimensions from its first answer; the first chunk settles them for the build.
       let dimensions: number | undefined;
       const names = entries.map((entry) => entry.tool.name);
       let abandoned = false;
+      if (embedInThread) {
+        // The vectors go from BM25's thread to the graph's directly.
+        const { port1, port2 } = new MessageChannel();
+        textThread.send({ kind: 'connect', id, vectors: 'send', port: port1 }, [port1]);
+        graphThread.send({ kind: 'connect', id, vectors: 'receive', port: port2 }, [port2]);
+      }
       // The texts go to their thread while this thread embeds, at most two parts ahead of what it has counted: parts
       // queued beyond that would be copies of texts this thread holds anyway (at 100k tools, ~100 MB waiting in the
       // thread's queue while BM25 caught up).
@@ -147,43 +176,55 @@ export class WorkerIndexBuilder implements IndexBuilder {
         for (let start = 0; start < total && !abandoned; start += TEXTS_PART) {
           await textThread.whenCounted(id, Math.max(0, start - TEXTS_PART));
           const part = entries.slice(start, start + TEXTS_PART);
-          if (!abandoned) textThread.send({ kind: 'texts', id, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text) });
+          if (!abandoned) textThread.send({ kind: 'texts', id, start, total, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text) });
         }
       })();
       // Read below, once embedding is done; a thread that dies meanwhile fails it.
       feeding.catch(() => undefined);
-      let embedded: number;
-      try {
-        embedded = await embedInChunks(
-          total,
-          (start, end) => entries.slice(start, end).map((entry) => embeddingText(entry.text)),
-          embedder,
-          (start, vectors) => {
-            const width = (dimensions ??= vectors[0]?.length ?? embedder.dimensions);
-            const rows = new Float32Array(vectors.length * width);
-            vectors.forEach((vector, row) => {
-              if (vector.length !== width) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${width}`);
-              rows.set(vector, row * width);
-            });
-            graphThread.send({ kind: 'vectors', id, total, start, vectors: rows.buffer as ArrayBuffer, dimensions: width }, [rows.buffer as ArrayBuffer]);
-          },
-          {
-            ...(cache ? { cache } : {}),
-            checkpoint: () => {
-              if (this.closed) throw new Error('the index builder is closed');
+      let embedded = 0;
+      if (!embedInThread) {
+        try {
+          embedded = await embedInChunks(
+            total,
+            (start, end) => entries.slice(start, end).map((entry) => embeddingText(entry.text)),
+            embedder,
+            (start, vectors) => {
+              const width = (dimensions ??= vectors[0]?.length ?? embedder.dimensions);
+              const rows = new Float32Array(vectors.length * width);
+              vectors.forEach((vector, row) => {
+                if (vector.length !== width) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${width}`);
+                rows.set(vector, row * width);
+              });
+              graphThread.send({ kind: 'vectors', id, total, start, vectors: rows.buffer as ArrayBuffer, dimensions: width }, [rows.buffer as ArrayBuffer]);
             },
-          },
-        );
-      } catch (error) {
-        abandoned = true;
-        for (const thread of threads) thread.send({ kind: 'drop', id });
-        throw error;
+            {
+              ...(cache ? { cache } : {}),
+              checkpoint: () => {
+                if (this.closed) throw new Error('the index builder is closed');
+              },
+            },
+          );
+        } catch (error) {
+          abandoned = true;
+          for (const thread of threads) thread.send({ kind: 'drop', id });
+          throw error;
+        }
       }
       await feeding;
       dimensions ??= embedder.dimensions;
       const finish = (parts: BuildFinish['parts']): BuildFinish => ({ kind: 'finish', id, parts, total, dimensions: dimensions! });
       if (graphThread === textThread) textThread.send(finish(['lexical', 'vectors']));
-      else {
+      else if (embedInThread) {
+        // The graph's thread is told to finish once BM25's has embedded every text (a failure there ends the build).
+        textThread.send(finish(['lexical']));
+        const text = await textThread.reply(id).finally(() => this.end(textThread));
+        if ('error' in text) throw new Error(text.error);
+        embedded = text.embedded ?? 0;
+        graphThread.send(finish(['vectors']));
+        const graph = await graphThread.reply(id).finally(() => this.end(graphThread));
+        if ('error' in graph) throw new Error(graph.error);
+        return await this.finished({ id, lexical: text.lexical, vectors: graph.vectors }, snapshot, names, embedded, started);
+      } else {
         textThread.send(finish(['lexical']));
         graphThread.send(finish(['vectors']));
       }
@@ -195,13 +236,17 @@ export class WorkerIndexBuilder implements IndexBuilder {
         parts.lexical ??= answer.lexical;
         parts.vectors ??= answer.vectors;
       }
-      const builtAt = new Date().toISOString();
-      const index = await this.load(parts, { catalogHash: snapshot.catalogHash, model: embedder.modelId, builtAt }, names);
-      this.options.onBuilt?.({ tools: total, embedded, durationMs: performance.now() - started }, index);
-      return index;
+      return await this.finished(parts, snapshot, names, embedded, started);
     } finally {
       for (const thread of threads) this.end(thread);
     }
+  }
+
+  private async finished(parts: BuiltParts, snapshot: CatalogSnapshot, names: string[], embedded: number, started: number): Promise<SearchIndex> {
+    const builtAt = new Date().toISOString();
+    const index = await this.load(parts, { catalogHash: snapshot.catalogHash, model: this.options.embedder.modelId, builtAt }, names);
+    this.options.onBuilt?.({ tools: names.length, embedded, durationMs: performance.now() - started }, index);
+    return index;
   }
 
   /**
@@ -245,9 +290,10 @@ export class WorkerIndexBuilder implements IndexBuilder {
     }
   }
 
-  private start(): BuildThread {
+  /** A build thread; with `embedder`, one that embeds the texts it is sent (it starts loading the model at once). */
+  private start(embedder?: ThreadableEmbedder): BuildThread {
     const { lexical, hnsw } = this.options;
-    const thread = new BuildThread(startThread(workerFile(), { lexical, hnsw, cancel: this.cancel }));
+    const thread = new BuildThread(startThread(workerFile(), { lexical, hnsw, cancel: this.cancel, ...(embedder ? { embedder } : {}) }));
     this.threads.add(thread);
     return thread;
   }

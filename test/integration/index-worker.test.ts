@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Catalog } from '../../src/catalog/catalog.js';
 import { loadConfig } from '../../src/config/config.js';
-import { createEmbedder } from '../../src/embedding/embedder.js';
+import { createEmbedder, type Embedder } from '../../src/embedding/embedder.js';
 import { WorkerIndexBuilder } from '../../src/indexing/worker-builder.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';
@@ -131,27 +131,50 @@ describe('the build thread', () => {
     await assert.rejects(builder.build(new Catalog().snapshot()), /closed/);
   });
 
-  test('a catalog past the two-thread size is built with BM25 and the graph in a thread each, to the same index as one thread builds', async () => {
+  test('a catalog past the two-thread size is built with BM25 and the graph in a thread each (the offline model embedding in BM25\'s), to the same index as one thread builds', async () => {
     const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
     const embedder = await createEmbedder(config.embedding);
+    assert.ok(embedder.threadable, 'the offline model can be made again in a thread');
     const options = { embedder, lexical: config.search.lexical, hnsw: config.search.hnsw };
     const catalog = new Catalog();
     // Past the exact-scan threshold, so the vectors are a graph written and read back as a file.
     catalog.setSource('s', syntheticTools(config.search.hnsw.exactThreshold + 500, 'split'));
     const snapshot = catalog.snapshot();
-    const split = new WorkerIndexBuilder({ ...options, twoThreadsAbove: 0 });
-    const single = new WorkerIndexBuilder({ ...options, twoThreadsAbove: Infinity });
+    const stats: Record<string, number> = {};
+    const builder = (name: string, extra: { twoThreadsAbove: number; embedInThread?: boolean; embedder?: Embedder }) =>
+      new WorkerIndexBuilder({ ...options, ...extra, onBuilt: (built) => (stats[name] = built.embedded) });
+    // This thread's embedder, counting what it is asked: nothing, when the build thread embeds.
+    let embeddedHere = 0;
+    const counting: Embedder = {
+      modelId: embedder.modelId,
+      cacheKey: embedder.cacheKey,
+      dimensions: embedder.dimensions,
+      threadable: embedder.threadable!,
+      embed: (texts, embedOptions) => ((embeddedHere += texts.length), embedder.embed(texts, embedOptions)),
+    };
+    const inThread = builder('inThread', { twoThreadsAbove: 0, embedder: counting });
+    const split = builder('split', { twoThreadsAbove: 0, embedInThread: false });
+    const single = builder('single', { twoThreadsAbove: Infinity });
     try {
-      const [two, one] = [await split.build(snapshot), await single.build(snapshot)];
+      const [threadEmbedded, two, one] = [await inThread.build(snapshot), await split.build(snapshot), await single.build(snapshot)];
+      assert.equal(embeddedHere, 0, 'the build thread embedded the texts, not this one');
+      assert.equal(inThread.running, false, 'both threads end with the build');
       assert.equal(split.running, false, 'both threads end with the build');
-      assert.equal(two.size, snapshot.entries.length);
-      assert.equal(two.vectors.kind, 'hnsw');
+      // Every text was embedded once (no embedding cache here), in the thread or on this one.
+      assert.deepEqual(stats, { inThread: snapshot.entries.length, split: snapshot.entries.length, single: snapshot.entries.length });
+      for (const index of [threadEmbedded, two]) {
+        assert.equal(index.size, snapshot.entries.length);
+        assert.equal(index.vectors.kind, 'hnsw');
+      }
       for (const query of ['split7', 'create an invoice', 'send a message to the team']) {
-        assert.deepEqual(two.lexical.search(query, 10), one.lexical.search(query, 10));
         const [vector] = await embedder.embed([query], { role: 'query' });
-        assert.deepEqual(two.vectors.search(vector!, 10), one.vectors.search(vector!, 10));
+        for (const index of [threadEmbedded, two]) {
+          assert.deepEqual(index.lexical.search(query, 10), one.lexical.search(query, 10));
+          assert.deepEqual(index.vectors.search(vector!, 10), one.vectors.search(vector!, 10));
+        }
       }
     } finally {
+      await inThread.close();
       await split.close();
       await single.close();
     }
