@@ -1,4 +1,5 @@
 /** `toolrouter serve`, `stdio` and `worker`: the long-running processes. */
+import v8 from 'node:v8';
 import { redisForm } from '../redis/settings.js';
 import { reserveStdoutForProtocol, serveStdio } from '../mcp/server/stdio.js';
 import { checkListenAddress, createToolrouter, listen } from '../server.js';
@@ -27,6 +28,7 @@ export interface ServeOptions extends StartOptions {
 
 export async function serve(options: ServeOptions): Promise<void> {
   const started = startConfig(options);
+  limitHeapGrowth(started.config.heapGrowingPercent);
   const { log } = started;
   const config = {
     ...started.config,
@@ -57,9 +59,18 @@ export async function stdio(options: StartOptions): Promise<void> {
 
 export async function worker(options: StartOptions): Promise<void> {
   const { config } = startConfig(options);
+  limitHeapGrowth(config.heapGrowingPercent);
   if (!redisForm(config.redis)) {
     throw new StartupError('the index worker needs Redis: set REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES (or redis.url, redis.sentinel or redis.cluster in the config file); without Redis, `serve` indexes in-process');
   }
   // The worker module loads the same configuration itself (it also runs alone as `npm run worker`).
   await import('../../workers/indexer.js');
+}
+
+/**
+ * V8 reads this flag whenever it sets the heap's next limit (after each full collection), so setting it at start takes
+ * effect for the whole process, worker threads included; 0 leaves V8's own choice.
+ */
+function limitHeapGrowth(percent: number): void {
+  if (percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
 }

@@ -69,6 +69,13 @@ export const configSchema = z.object({
       drainMs: z.number().int().min(0).max(600_000).default(8_000),
     })
     .prefault({}),
+  /**
+   * How far V8 lets the heap grow past what its last full collection kept before it collects again, in percent, for
+   * `serve` and `worker` (V8's --heap-growing-percent, set at start). V8's own choice (0) is up to 4×: the garbage of a
+   * 100k-tool catalog PUT and build stayed resident and the peak RSS was ~1.08 GiB; at 20 it was ~0.93 GiB with status
+   * and search as quick (BENCHMARKS.md). Higher: fewer collections, more memory.
+   */
+  heapGrowingPercent: z.number().int().min(0).max(1000).default(20),
   /** Largest accepted request body; catalogs of many thousand tools are several MB. */
   bodyLimit: z.string().default('20mb'),
   limits: limitsSettingsSchema,

@@ -109,6 +109,8 @@ export const SETTING_DESCRIPTIONS: Record<string, string> = {
     "A credential in a call's arguments: block (guardrail_blocked, the rule named, the value never echoed), redact (`[REDACTED:<rule>]` sent upstream instead), log, off. block by default: a redacted call may still run, and run wrong, while the agent believes it sent what it wrote.",
   "guardrails.secrets.results":
     "A credential in an upstream's result: redact (before the agent sees it), log, off.",
+  "heapGrowingPercent":
+    "How far V8 lets the heap grow past what its last full collection kept before it collects again, in percent, for `serve` and `worker` (V8's --heap-growing-percent, set at start). V8's own choice (0) is up to 4×: the garbage of a 100k-tool catalog PUT and build stayed resident and the peak RSS was ~1.08 GiB; at 20 it was ~0.93 GiB with status and search as quick (BENCHMARKS.md). Higher: fewer collections, more memory.",
   "keys":
     "Virtual API keys (POST /key/generate): what a new key gets when the request does not say.",
   "keys.defaults.duration":
