@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { generateCatalog } from './catalog.js';
+import { startFlags } from './start-flags.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -68,11 +69,7 @@ const env: NodeJS.ProcessEnv = { ...process.env, TOOLROUTER_CONFIG: configFile, 
 delete env.REDIS_URL;
 const port = await freePort();
 let done = false;
-// Node's flags as `npm start` gives them (package.json's start script), so the service runs as a user's does.
-const startScript = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-const startFlags = /exec node ((?:--\S+ )*)dist\/src\/cli\.js serve/.exec(startScript)?.[1]?.trim().split(' ').filter(Boolean);
-if (!startFlags) throw new Error(`cannot read node's flags from the start script: ${startScript}`);
-const child = spawn(process.execPath, [...startFlags, ...nodeArgs, path.join(ROOT, 'dist/src/cli.js'), 'serve', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+const child = spawn(process.execPath, [...startFlags(), ...nodeArgs, path.join(ROOT, 'dist/src/cli.js'), 'serve', '--port', String(port)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
 const killer = setTimeout(() => {
   process.stderr.write(`large-put: killed after ${timeoutS} s\n`);
   child.kill('SIGKILL');

@@ -4,6 +4,7 @@
  * `{"port": N}` once listening and runs until SIGTERM.
  */
 import { loadConfig } from '../src/config/config.js';
+import { limitHeapGrowth } from '../src/heap.js';
 import { createToolrouter, listen } from '../src/server.js';
 import { startTelemetry } from '../src/telemetry/tracing.js';
 
@@ -13,6 +14,8 @@ const config = loadConfig(
 );
 // Traced only when the OTEL_* environment says so, as `toolrouter serve` is (bench/telemetry.ts measures both).
 const telemetry = await startTelemetry({ defaultServiceName: 'toolrouter-bench' });
+// As `toolrouter serve` does at start.
+limitHeapGrowth(config.heapGrowingPercent);
 const router = await createToolrouter(config);
 const server = await listen(router);
 const address = server.address();

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Tool } from '../src/catalog/types.js';
+import { startFlags } from './start-flags.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -17,9 +18,12 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-/** bench/serve.ts in a new process with `env` added and `nodeArgs` before the script (e.g. --cpu-prof); resolves once it listens. */
+/**
+ * bench/serve.ts in a new process with `npm start`'s Node flags, `env` added and `nodeArgs` before the script (e.g.
+ * --cpu-prof); resolves once it listens.
+ */
 export async function startBenchServer(env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<BenchServer> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(ROOT, 'bench/serve.ts')], {
+  const child = spawn(process.execPath, [...startFlags(), ...nodeArgs, '--import', 'tsx', path.join(ROOT, 'bench/serve.ts')], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,5 +1,5 @@
 /** `toolrouter serve`, `stdio` and `worker`: the long-running processes. */
-import v8 from 'node:v8';
+import { limitHeapGrowth } from '../heap.js';
 import { redisForm } from '../redis/settings.js';
 import { reserveStdoutForProtocol, serveStdio } from '../mcp/server/stdio.js';
 import { checkListenAddress, createToolrouter, listen } from '../server.js';
@@ -67,10 +67,3 @@ export async function worker(options: StartOptions): Promise<void> {
   await import('../../workers/indexer.js');
 }
 
-/**
- * V8 reads this flag whenever it sets the heap's next limit (after each full collection), so setting it at start takes
- * effect for the whole process, worker threads included; 0 leaves V8's own choice.
- */
-function limitHeapGrowth(percent: number): void {
-  if (percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
-}
