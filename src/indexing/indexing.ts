@@ -52,7 +52,7 @@ export async function startIndexing(
       metrics?.indexTexts.inc({ cache: 'hit' }, stats.tools - stats.embedded);
       log.info({ ...stats, catalogHash: index.catalogHash }, 'index built');
     };
-    // BM25 and HNSW in a worker thread, so a large catalog's build never stalls requests.
+    // Embedding (when the model can run there), BM25 and HNSW in worker threads: a large catalog's build never stalls requests.
     const builder = new WorkerIndexBuilder({
       embedder,
       cache: new MemoryEmbeddingCache(),

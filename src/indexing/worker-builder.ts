@@ -110,14 +110,15 @@ export interface BuildCounted {
 export const TWO_THREADS_ABOVE = 10_000;
 
 /**
- * The in-process pipeline's builder (no Redis configured). BM25 and the HNSW graph for 100k tools take tens of seconds
- * of synchronous CPU, which on the API's thread would stall every request for as long; they run in worker threads.
- * Embedding stays on this thread: the model already lives here for queries, and the texts go through it a batch at a
- * time with the event loop free in between (the embedder yields after each batch), in chunks whose vectors go to the
- * graph's thread at once. Threads are started per build and each ended as soon as it has answered: what it held while
- * building (the BM25 build's arrays, the graph) is then returned with its heap, instead of staying resident in an idle
- * thread (over 100 MB after a 100k-tool build); starting one costs less than a second, overlapped with embedding. If a
- * thread dies, the build in flight fails.
+ * The in-process pipeline's builder (no Redis configured). Embedding, BM25 and the HNSW graph for 100k tools take tens
+ * of seconds of synchronous CPU, which on the API's thread would stall every request for as long; they run in worker
+ * threads. Past TWO_THREADS_ABOVE tools there are two: BM25's, which also embeds when the embedder can be made again
+ * there (`Embedder.threadable`, the offline model), and the graph's, which takes the vectors as they come. Otherwise,
+ * and for any other embedder, this thread embeds (the model lives here for queries), a batch at a time with the event
+ * loop free in between, in chunks whose vectors go to the graph's thread at once. Threads are started per build and
+ * each ended as soon as it has answered: what it held while building (the BM25 build's arrays, the graph, a model) is
+ * then returned with its heap, instead of staying resident in an idle thread (over 100 MB after a 100k-tool build);
+ * starting one costs less than a second, overlapped with the first texts. If a thread dies, the build in flight fails.
  */
 export class WorkerIndexBuilder implements IndexBuilder {
   private nextId = 0;
