@@ -52,7 +52,8 @@ export function readBodyBytes(req: IncomingMessage, length: number, limit: numbe
 export function releaseBodyBytes(bytes: Buffer): void {
   // ES2024's ArrayBuffer.transfer (Node 21+), not in the compiler's lib yet: detaching frees the memory at once.
   const memory = bytes.buffer as ArrayBuffer & { readonly detached: boolean; transfer(length: number): ArrayBuffer };
-  if (memory instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === memory.byteLength && !memory.detached) memory.transfer(0);
+  const whole = memory instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === memory.byteLength;
+  if (whole && typeof memory.transfer === 'function' && !memory.detached) memory.transfer(0);
 }
 
 function bodyError(status: number, type: string, message: string): Error {
