@@ -5,7 +5,8 @@
  * 50 ms (each answer's latency recorded), samples the service's VmRSS/VmHWM every 100 ms, and searches for a tool only
  * the new catalog has until it is found. Prints one JSON line: PUT answered at, searchable at (both from the PUT's
  * start), peak RSS, status latency max/p99, and the load average at start and end. Killed after `--timeout` seconds
- * (default 180). `--cpu-prof DIR` / `--heap-prof DIR` pass Node's profilers to the service; `--heap-snapshot DIR` has it
+ * (default 180). `--warm` then PUTs the catalog again with one description changed and times the warm rebuild.
+ * `--cpu-prof DIR` / `--heap-prof DIR` pass Node's profilers to the service; `--heap-snapshot DIR` has it
  * write a heap snapshot of the settled state there (read it with `node --import tsx bench/heap-summary.ts FILE`).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -29,6 +30,7 @@ const heapProf = flag('--heap-prof');
 const heapSnapshot = flag('--heap-snapshot');
 const timeoutS = Number(flag('--timeout') ?? 180);
 const extraParams = Number(flag('--params') ?? 1);
+const warm = args.includes('--warm') ? (args.splice(args.indexOf('--warm'), 1), true) : false;
 const skipBuild = args.includes('--no-build') ? (args.splice(args.indexOf('--no-build'), 1), true) : false;
 const size = Number(args[0] ?? 100_000);
 
@@ -162,6 +164,23 @@ for (;;) {
 const putMs = await put;
 // A few more seconds of status and memory after the swap: the settled state.
 await new Promise((resolve) => setTimeout(resolve, 3000));
+// `--warm`: the same catalog again with one tool's description changed, timed from that PUT's start until the index
+// of the new catalog serves (a warm rebuild: the previous graph reused, one text embedded).
+let warmMs: { putAnsweredMs: number; indexedMs: number } | undefined;
+if (warm) {
+  const changed = tools.map((tool, i) => (i === 5 ? { ...tool, description: `${tool.description ?? ''} Also converts kelvin into fahrenheit.` } : tool));
+  const warmBody = Buffer.from(JSON.stringify({ tools: changed }));
+  const warmStarted = performance.now();
+  const response = await fetch(`${base}/v1/catalog/sources/bench`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: warmBody });
+  const answered = performance.now() - warmStarted;
+  const { catalogHash } = (await response.json()) as { catalogHash: string };
+  for (;;) {
+    const status = (await (await fetch(`${base}/v1/index/status`)).json()) as { indexedHash: string | null };
+    if (status.indexedHash === catalogHash) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  warmMs = { putAnsweredMs: Math.round(answered), indexedMs: Math.round(performance.now() - warmStarted) };
+}
 done = true;
 pollerThread.postMessage('stop');
 const statusLatencies = await poller;
@@ -207,6 +226,7 @@ process.stdout.write(
     statusOver100ms: sorted.filter((ms) => ms > 100).length,
     // When the slowest polls were sent (ms from the PUT's start) and how long each took: where to look next.
     statusSlowest: [...statusLatencies].sort((a, b) => b.ms - a.ms).slice(0, 5).map((sample) => [round(sample.at), round(sample.ms)]),
+    ...(warmMs ? { warm: warmMs } : {}),
     load: { start: loadAtStart.map((v) => Number(v.toFixed(2))), end: os.loadavg().map((v) => Number(v.toFixed(2))) },
   })}\n`,
 );

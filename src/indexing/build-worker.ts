@@ -14,6 +14,7 @@ import { embeddingText } from '../catalog/text.js';
 import { createEmbedder, type Embedder } from '../embedding/embedder.js';
 import { LexicalIndexBuilder, type LexicalParts } from './lexical.js';
 import { BuildCancelledError } from './search-index.js';
+import hnswlib from 'hnswlib-node';
 import { VectorIndexBuilder } from './vector.js';
 import type { BuildCounted, BuildFinish, BuildReply, BuildRequest, BuildTexts, BuildVectors, BuildWorkerData, BuiltParts } from './worker-builder.js';
 
@@ -42,6 +43,8 @@ interface Build {
   vectorsOut?: MessagePort;
   /** The graph's thread, told to finish: resolves once every row has come (they come over the channel). */
   rowsComplete?: () => void;
+  /** Reusing a previous graph: how many rows will be replaced, and how many have been. */
+  replacing?: { expected: number; done: number };
   error?: Error;
 }
 const builds = new Map<number, Build>();
@@ -56,10 +59,11 @@ function buildOf(id: number): Build {
 }
 
 // Messages are handled one at a time, in order: embedding a part is asynchronous, and the next part, or the finish,
-// must wait for it.
+// must wait for it. A build's set-up (its channel, a graph to reuse) is taken at once, before any vectors can come.
 let queue: Promise<void> = Promise.resolve();
 parentPort!.on('message', (request: BuildRequest) => {
-  queue = queue.then(() => handle(request));
+  if (request.kind === 'connect' || request.kind === 'reuse') void handle(request);
+  else queue = queue.then(() => handle(request));
 });
 
 async function handle(request: BuildRequest): Promise<void> {
@@ -71,6 +75,16 @@ async function handle(request: BuildRequest): Promise<void> {
     const build = buildOf(request.id);
     if (request.vectors === 'send') build.vectorsOut = request.port;
     else request.port.on('message', (vectors: BuildVectors) => addVectors(vectors));
+    return;
+  }
+  if (request.kind === 'reuse') {
+    const build = buildOf(request.id);
+    step(build, () => {
+      const graph = new hnswlib.HierarchicalNSW('cosine', request.dimensions);
+      graph.readIndexSync(request.file);
+      build.vectors = new VectorIndexBuilder(request.total, request.dimensions, hnsw, checkpoint, graph);
+      build.replacing = { expected: request.changed, done: 0 };
+    });
     return;
   }
   if (request.kind === 'texts') return countTexts(request);
@@ -99,13 +113,24 @@ async function countTexts(request: BuildTexts): Promise<void> {
     try {
       checkpoint();
       const embedder = await embedderReady!;
-      const vectors = await embedder.embed(request.texts.map(embeddingText));
+      // Only the changed texts when the graph of a previous build is reused.
+      const labels = request.embed?.filter((label) => label >= request.start && label < request.start + request.texts.length);
+      const texts = labels ? labels.map((label) => request.texts[label - request.start]!) : request.texts;
+      const vectors = texts.length === 0 ? [] : await embedder.embed(texts.map(embeddingText));
       const width = embedder.dimensions;
       const rows = new Float32Array(vectors.length * width);
       vectors.forEach((vector, row) => rows.set(vector, row * width));
       build.embedded += vectors.length;
-      const message: BuildVectors = { kind: 'vectors', id: request.id, total: request.total, start: request.start, vectors: rows.buffer as ArrayBuffer, dimensions: width };
-      build.vectorsOut.postMessage(message, [rows.buffer]);
+      const message: BuildVectors = {
+        kind: 'vectors',
+        id: request.id,
+        total: request.total,
+        start: request.start,
+        vectors: rows.buffer as ArrayBuffer,
+        dimensions: width,
+        ...(labels ? { labels: Uint32Array.from(labels).buffer } : {}),
+      };
+      if (vectors.length > 0) build.vectorsOut.postMessage(message, [rows.buffer, ...(message.labels ? [message.labels] : [])]);
     } catch (error) {
       build.error ??= error instanceof Error ? error : new Error(String(error));
     }
@@ -119,9 +144,19 @@ function addVectors(request: BuildVectors): void {
   const build = buildOf(request.id);
   step(build, () => {
     build.vectors ??= new VectorIndexBuilder(request.total, request.dimensions, hnsw, checkpoint);
-    build.vectors.addRows(request.start, new Float32Array(request.vectors));
+    const rows = new Float32Array(request.vectors);
+    if (!request.labels) return build.vectors.addRows(request.start, rows);
+    const labels = new Uint32Array(request.labels);
+    const width = request.dimensions;
+    labels.forEach((label, row) => build.vectors!.replace(label, rows.subarray(row * width, (row + 1) * width)));
+    if (build.replacing) build.replacing.done += labels.length;
   });
-  if (build.rowsComplete && (build.error || (build.vectors?.added ?? 0) >= request.total)) build.rowsComplete();
+  if (build.rowsComplete && (build.error || rowsIn(build, request.total))) build.rowsComplete();
+}
+
+/** Whether every row the graph waits for has come: all of them, or the changed ones when a previous graph is reused. */
+function rowsIn(build: Build, total: number): boolean {
+  return build.replacing ? build.replacing.done >= build.replacing.expected : (build.vectors?.added ?? 0) >= total;
 }
 
 function step(build: Build, work: () => void): void {
@@ -137,7 +172,7 @@ function step(build: Build, work: () => void): void {
 async function finish({ id, parts, total, dimensions }: BuildFinish): Promise<BuiltParts> {
   checkpoint();
   const build = builds.get(id) ?? buildOf(id);
-  if (parts.includes('vectors') && total > 0 && (build.vectors?.added ?? 0) < total && !build.error) {
+  if (parts.includes('vectors') && total > 0 && !rowsIn(build, total) && !build.error) {
     // Rows still on their way over the channel from the thread that embeds: they arrive as their own messages.
     await new Promise<void>((resolve) => (build.rowsComplete = resolve));
   }

@@ -61,9 +61,18 @@ export class VectorIndexBuilder {
     private readonly dimensions: number,
     private readonly settings: HnswSettings = DEFAULT_HNSW,
     private readonly checkpoint?: () => void,
+    /**
+     * A graph that already holds every row (the previous build of the same tools, in the same order): rows are then
+     * replaced, not added, and only the changed ones need to come (see `replace`).
+     */
+    previous?: hnswlib.HierarchicalNSW,
   ) {
     this.point = new Array<number>(dimensions).fill(0);
-    if (count <= settings.exactThreshold) {
+    if (previous) {
+      if (previous.getCurrentCount() !== count) throw new Error(`the previous graph holds ${previous.getCurrentCount()} rows, not ${count}`);
+      this.graph = previous;
+      this.next = count;
+    } else if (count <= settings.exactThreshold) {
       this.exact = new Float32Array(count * dimensions);
     } else {
       this.graph = new hnswlib.HierarchicalNSW('cosine', Math.max(1, dimensions));
@@ -96,6 +105,18 @@ export class VectorIndexBuilder {
     const point = this.point;
     for (let d = 0; d < vector.length; d++) point[d] = vector[d]!;
     this.graph!.addPoint(point, label);
+  }
+
+  /**
+   * Gives row `label` of a graph built from a previous build a new vector: hnswlib moves the point and repairs its
+   * links. The graph then differs from a fresh build of the same rows, but finds the same neighbours as well.
+   */
+  replace(label: number, vector: Float32Array): void {
+    if (!this.graph || this.next !== this.count) throw new Error('only a graph that holds every row can have rows replaced');
+    if (!(label >= 0 && label < this.count)) throw new Error(`vector row ${label} is outside the ${this.count} rows`);
+    if (vector.length !== this.dimensions) throw new Error(`vector row ${label} has ${vector.length} dimensions, expected ${this.dimensions}`);
+    for (let d = 0; d < vector.length; d++) this.point[d] = vector[d]!;
+    this.graph.addPoint(this.point, label);
   }
 
   /** The index over the rows added, labelled with `names` (row i is `names[i]`). */

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, Worker, type MessagePort, type Transferable } from 'node:worker_threads';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import type { CatalogSnapshot } from '../catalog/catalog.js';
 import { embeddingText, type SearchableText } from '../catalog/text.js';
 import type { Embedder } from '../embedding/embedder.js';
@@ -9,7 +10,7 @@ import type { ThreadableEmbedder } from '../embedding/types.js';
 import type { EmbeddingCache } from './embedding-cache.js';
 import { LexicalIndex, type LexicalParts, type LexicalSettings } from './lexical.js';
 import type { IndexBuilder } from './local-pipeline.js';
-import { embedInChunks, type BuildStats, type SearchIndex } from './search-index.js';
+import { embedInChunks, embedWithCache, type BuildStats, type SearchIndex } from './search-index.js';
 import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex } from './vector.js';
 
 /** What a build thread is started with: the configuration slices a build needs (plain data). */
@@ -28,7 +29,17 @@ export interface BuildWorkerData {
  * then `finish`, naming the parts the thread answers with (see BuiltParts). `drop` abandons a build whose embedding
  * failed.
  */
-export type BuildRequest = BuildTexts | BuildVectors | BuildFinish | BuildConnect | { kind: 'drop'; id: number };
+export type BuildRequest = BuildTexts | BuildVectors | BuildFinish | BuildConnect | BuildReuse | { kind: 'drop'; id: number };
+
+/** To the graph's thread: start from the previous build's graph in `file`; `changed` rows will be replaced. */
+export interface BuildReuse {
+  kind: 'reuse';
+  id: number;
+  file: string;
+  total: number;
+  dimensions: number;
+  changed: number;
+}
 
 /** One end of the channel the vectors take from the thread that embeds to the graph's (when embedding is in a thread). */
 export interface BuildConnect {
@@ -44,6 +55,8 @@ export interface BuildTexts {
   /** Catalog position of the part's first entry, and the catalog's size. */
   start: number;
   total: number;
+  /** When the previous graph is reused: the catalog positions of this part whose text changed (only they are embedded). */
+  embed?: number[];
   /** Per catalog entry of this part, in catalog order: its name and its searchable text. */
   names: string[];
   texts: SearchableText[];
@@ -67,6 +80,8 @@ export interface BuildVectors {
   /** rows × dimensions float32 values, row-major (transferred). */
   vectors: ArrayBuffer;
   dimensions: number;
+  /** Uint32 catalog positions, one per row, when the rows replace those of a reused graph (else rows from `start`). */
+  labels?: ArrayBuffer;
 }
 
 export interface BuildFinish {
@@ -126,6 +141,8 @@ export class WorkerIndexBuilder implements IndexBuilder {
   private readonly cancel = new SharedArrayBuffer(4);
   /** Threads of builds in flight. */
   private readonly threads = new Set<BuildThread>();
+  /** The last index built, with the tools and text hashes it was built from: a small change reuses its graph. */
+  private last: { names: readonly string[]; hashes: string[]; index: SearchIndex } | undefined;
 
   constructor(
     private readonly options: Pick<BuildWorkerData, 'lexical' | 'hnsw'> & {
@@ -136,6 +153,8 @@ export class WorkerIndexBuilder implements IndexBuilder {
       twoThreadsAbove?: number;
       /** false: embed on this thread even when the embedder could run in BM25's (tests compare the two). */
       embedInThread?: boolean;
+      /** false: build every graph afresh, even when a few tools changed in place (tests compare the two). */
+      reuseGraph?: boolean;
     },
   ) {}
 
@@ -159,6 +178,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
     await yieldTurn();
     const graphThread = split ? this.start() : textThread;
     const threads = [...new Set([textThread, graphThread])];
+    let previousGraphDir: string | undefined;
     try {
       // A remote embedder may learn its dimensions from its first answer; the first chunk settles them for the build.
       let dimensions: number | undefined;
@@ -170,6 +190,17 @@ export class WorkerIndexBuilder implements IndexBuilder {
         textThread.send({ kind: 'connect', id, vectors: 'send', port: port1 }, [port1]);
         graphThread.send({ kind: 'connect', id, vectors: 'receive', port: port2 }, [port2]);
       }
+      // A few tools changed in place: the previous graph is read back and only their rows are embedded and replaced.
+      const changed = split ? this.changedInPlace(entries, names) : undefined;
+      if (changed) {
+        const graph = (this.last!.index.vectors as HnswVectorIndex).index;
+        dimensions = graph.getNumDimensions();
+        previousGraphDir = await mkdtemp(path.join(tmpdir(), 'toolrouter-index-'));
+        const file = path.join(previousGraphDir, 'previous.bin');
+        // On libuv's pool; the live index keeps answering searches from the same graph meanwhile (both only read it).
+        await graph.writeIndex(file);
+        graphThread.send({ kind: 'reuse', id, file, total, dimensions, changed: changed.length });
+      }
       // The texts go to their thread while this thread embeds, at most two parts ahead of what it has counted: parts
       // queued beyond that would be copies of texts this thread holds anyway (at 100k tools, ~100 MB waiting in the
       // thread's queue while BM25 caught up).
@@ -177,13 +208,21 @@ export class WorkerIndexBuilder implements IndexBuilder {
         for (let start = 0; start < total && !abandoned; start += TEXTS_PART) {
           await textThread.whenCounted(id, Math.max(0, start - TEXTS_PART));
           const part = entries.slice(start, start + TEXTS_PART);
-          if (!abandoned) textThread.send({ kind: 'texts', id, start, total, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text) });
+          const embed = changed?.filter((label) => label >= start && label < start + TEXTS_PART);
+          if (!abandoned) textThread.send({ kind: 'texts', id, start, total, names: names.slice(start, start + TEXTS_PART), texts: part.map((entry) => entry.text), ...(embed ? { embed } : {}) });
         }
       })();
       // Read below, once embedding is done; a thread that dies meanwhile fails it.
       feeding.catch(() => undefined);
       let embedded = 0;
-      if (!embedInThread) {
+      if (!embedInThread && changed) {
+        const { vectors, embedded: made } = await embedWithCache(changed.map((label) => embeddingText(entries[label]!.text)), embedder, cache);
+        embedded = made;
+        const rows = new Float32Array(vectors.length * dimensions!);
+        vectors.forEach((vector, row) => rows.set(vector, row * dimensions!));
+        const labels = Uint32Array.from(changed).buffer;
+        graphThread.send({ kind: 'vectors', id, total, start: 0, vectors: rows.buffer as ArrayBuffer, dimensions: dimensions!, labels }, [rows.buffer as ArrayBuffer, labels]);
+      } else if (!embedInThread) {
         try {
           embedded = await embedInChunks(
             total,
@@ -240,12 +279,32 @@ export class WorkerIndexBuilder implements IndexBuilder {
       return await this.finished(parts, snapshot, names, embedded, started);
     } finally {
       for (const thread of threads) this.end(thread);
+      if (previousGraphDir) await rm(previousGraphDir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * The positions whose text changed since the last build, when reusing its graph pays: the same tools in the same
+   * order (so graph labels still mean the same tools), at least one and at most 1% of them changed. Otherwise undefined
+   * and the graph is built afresh (a reused graph is not the one a fresh build makes; it finds the same neighbours).
+   */
+  private changedInPlace(entries: CatalogSnapshot['entries'], names: readonly string[]): number[] | undefined {
+    const last = this.last;
+    if (!last || last.index.vectors.kind !== 'hnsw' || last.names.length !== names.length || this.options.reuseGraph === false) return undefined;
+    const changed: number[] = [];
+    const most = Math.max(1, Math.floor(names.length / 100));
+    for (let i = 0; i < names.length; i++) {
+      if (names[i] !== last.names[i]) return undefined;
+      if (entries[i]!.textHash !== last.hashes[i] && changed.push(i) > most) return undefined;
+    }
+    return changed.length > 0 ? changed : undefined;
   }
 
   private async finished(parts: BuiltParts, snapshot: CatalogSnapshot, names: string[], embedded: number, started: number): Promise<SearchIndex> {
     const builtAt = new Date().toISOString();
     const index = await this.load(parts, { catalogHash: snapshot.catalogHash, model: this.options.embedder.modelId, builtAt }, names);
+    // What the next build compares with (the text hashes are the catalog entries' own strings).
+    this.last = { names, hashes: snapshot.entries.map((entry) => entry.textHash), index };
     this.options.onBuilt?.({ tools: names.length, embedded, durationMs: performance.now() - started }, index);
     return index;
   }

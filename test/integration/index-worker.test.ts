@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Catalog } from '../../src/catalog/catalog.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createEmbedder, type Embedder } from '../../src/embedding/embedder.js';
+import type { SearchIndex } from '../../src/indexing/search-index.js';
 import { WorkerIndexBuilder } from '../../src/indexing/worker-builder.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 import { syntheticTools } from '../helpers/synthetic.js';
@@ -177,6 +178,58 @@ describe('the build thread', () => {
       await inThread.close();
       await split.close();
       await single.close();
+    }
+  });
+
+  test('a few tools changed in place reuse the previous graph: only their texts are embedded, and search finds what a fresh build finds', async () => {
+    const config = loadConfig({ TOOLROUTER_CONFIG: '' }, { logLevel: 'silent' });
+    const embedder = await createEmbedder(config.embedding);
+    const tools = syntheticTools(config.search.hnsw.exactThreshold + 500, 'reuse');
+    const catalog = new Catalog();
+    catalog.setSource('s', tools);
+    const before = catalog.snapshot();
+    const changedTool = { ...tools[7]!, description: 'Converts kelvin readings into fahrenheit for the greenhouse dashboard' };
+    catalog.setSource('s', tools.map((tool, i) => (i === 7 ? changedTool : tool)));
+    const after = catalog.snapshot();
+    const embedded: Record<string, number[]> = {};
+    const builder = (name: string, extra: { embedInThread?: boolean; reuseGraph?: boolean }) =>
+      new WorkerIndexBuilder({
+        embedder,
+        lexical: config.search.lexical,
+        hnsw: config.search.hnsw,
+        twoThreadsAbove: 0,
+        ...extra,
+        onBuilt: (stats) => (embedded[name] ??= []).push(stats.embedded),
+      });
+    const inThread = builder('inThread', {});
+    const here = builder('here', { embedInThread: false });
+    const fresh = builder('fresh', { reuseGraph: false });
+    try {
+      const indexes: Record<string, SearchIndex> = {};
+      for (const [name, built] of [['inThread', inThread], ['here', here], ['fresh', fresh]] as const) {
+        await built.build(before);
+        indexes[name] = await built.build(after);
+      }
+      const total = after.entries.length;
+      // The second build embedded the one changed text, unless told to build afresh.
+      assert.deepEqual(embedded, { inThread: [total, 1], here: [total, 1], fresh: [total, total] });
+      const [changedQuery] = await embedder.embed([changedTool.description], { role: 'query' });
+      for (const index of Object.values(indexes)) assert.equal(index.vectors.search(changedQuery!, 1)[0]?.name, changedTool.name);
+      for (const query of ['create an invoice', 'send a message to the team', 'reuse12']) {
+        const [vector] = await embedder.embed([query], { role: 'query' });
+        const reference = indexes.fresh!.vectors.search(vector!, 10).map((hit) => hit.name);
+        for (const name of ['inThread', 'here']) {
+          const found = indexes[name]!.vectors.search(vector!, 10).map((hit) => hit.name);
+          assert.ok(found.filter((hit) => reference.includes(hit)).length >= 9, `${name}: ${found.join()} against ${reference.join()}`);
+          assert.deepEqual(indexes[name]!.lexical.search(query, 10), indexes.fresh!.lexical.search(query, 10));
+        }
+      }
+      // A tool added (the positions move): built afresh, every text embedded.
+      catalog.setSource('s', [...tools, ...syntheticTools(1, 'added')]);
+      await inThread.build(catalog.snapshot());
+      assert.equal(embedded.inThread!.at(-1), total + 1);
+    } finally {
+      await Promise.all([inThread.close(), here.close(), fresh.close()]);
     }
   });
 });
