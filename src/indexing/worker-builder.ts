@@ -215,16 +215,10 @@ export class WorkerIndexBuilder implements IndexBuilder {
       // Read below, once embedding is done; a thread that dies meanwhile fails it.
       feeding.catch(() => undefined);
       let embedded = 0;
-      if (!embedInThread && changed) {
-        const { vectors, embedded: made } = await embedWithCache(changed.map((label) => embeddingText(entries[label]!.text)), embedder, cache);
-        embedded = made;
-        const rows = new Float32Array(vectors.length * dimensions!);
-        vectors.forEach((vector, row) => rows.set(vector, row * dimensions!));
-        const labels = Uint32Array.from(changed).buffer;
-        graphThread.send({ kind: 'vectors', id, total, start: 0, vectors: rows.buffer as ArrayBuffer, dimensions: dimensions!, labels }, [rows.buffer as ArrayBuffer, labels]);
-      } else if (!embedInThread) {
+      if (!embedInThread) {
         try {
-          embedded = await embedInChunks(
+          if (changed) embedded = await this.embedChanged(changed, entries, id, graphThread, dimensions!);
+          else embedded = await embedInChunks(
             total,
             (start, end) => entries.slice(start, end).map((entry) => embeddingText(entry.text)),
             embedder,
@@ -281,6 +275,20 @@ export class WorkerIndexBuilder implements IndexBuilder {
       for (const thread of threads) this.end(thread);
       if (previousGraphDir) await rm(previousGraphDir, { recursive: true, force: true });
     }
+  }
+
+  /** Embeds the changed texts on this thread and sends their rows, labelled, to replace those of the reused graph. */
+  private async embedChanged(changed: number[], entries: CatalogSnapshot['entries'], id: number, graphThread: BuildThread, dimensions: number): Promise<number> {
+    const { embedder, cache } = this.options;
+    const { vectors, embedded } = await embedWithCache(changed.map((label) => embeddingText(entries[label]!.text)), embedder, cache);
+    const rows = new Float32Array(vectors.length * dimensions);
+    vectors.forEach((vector, row) => {
+      if (vector.length !== dimensions) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${dimensions}`);
+      rows.set(vector, row * dimensions);
+    });
+    const labels = Uint32Array.from(changed).buffer;
+    graphThread.send({ kind: 'vectors', id, total: entries.length, start: 0, vectors: rows.buffer as ArrayBuffer, dimensions, labels }, [rows.buffer as ArrayBuffer, labels]);
+    return embedded;
   }
 
   /**
