@@ -20,19 +20,7 @@ import { startFilesServer, type FilesServer } from '../fixtures/mcp/files-server
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { CLI, runToEnd } from '../helpers/ops-processes.js';
 import { closeListening, untilIndexed } from '../helpers/router.js';
-
-const POLICIES = `
-@id("contractors-never-delete")
-forbid (principal in Group::"contractors", action == Action::"call_tool", resource) when { resource.destructiveHint };
-@id("reads")
-permit (principal, action == Action::"call_tool", resource) when { resource.readOnlyHint };
-@id("write-under-data")
-permit (principal, action == Action::"call_tool", resource)
-when { resource.name == "write_file" && context.arguments has path && context.arguments.path like "/data/*" };
-@id("deletes-confirmed")
-@confirm("Delete this file for good?")
-permit (principal, action == Action::"call_tool", resource) when { resource.destructiveHint };
-`;
+import { DONE_WHEN_POLICIES } from '../fixtures/done-when-policies.js';
 
 const GITHUB_TOKEN = `ghp_${'Rt7'.repeat(12)}`;
 
@@ -57,7 +45,7 @@ describe('the audit trail over governed calls', { timeout: 120_000 }, () => {
     files = await startFilesServer();
     stateDir = mkdtempSync(path.join(tmpdir(), 'tr-audit-trail-'));
     const policyFile = path.join(stateDir, 'policies.cedar');
-    writeFileSync(policyFile, POLICIES);
+    writeFileSync(policyFile, DONE_WHEN_POLICIES);
     const config = loadConfig({}, {
       port: 0,
       host: '127.0.0.1',

@@ -18,25 +18,7 @@ import { freePort } from '../helpers/redis-server.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { textOf } from '../helpers/mcp.js';
 import { closeListening, untilIndexed } from '../helpers/router.js';
-
-/** The issue's "done when" policy file. */
-const POLICIES = `
-// Contractors never delete anything, whatever else permits it.
-@id("contractors-never-delete")
-forbid (principal in Group::"contractors", action == Action::"call_tool", resource)
-when { resource.destructiveHint };
-
-@id("reads")
-permit (principal, action == Action::"call_tool", resource) when { resource.readOnlyHint };
-
-@id("write-under-data")
-permit (principal, action == Action::"call_tool", resource)
-when { resource.name == "write_file" && context.arguments has path && context.arguments.path like "/data/*" };
-
-@id("deletes-confirmed")
-@confirm("Delete this file for good?")
-permit (principal, action == Action::"call_tool", resource) when { resource.destructiveHint };
-`;
+import { DONE_WHEN_POLICIES } from '../fixtures/done-when-policies.js';
 
 /** The audit trail as the call path hands it over (the real store arrives with src/audit). */
 class RecordingSink implements AuditSink {
@@ -86,7 +68,7 @@ describe('governance: the done-when policy file over every face', () => {
     files = await startFilesServer();
     const dir = mkdtempSync(path.join(tmpdir(), 'tr-governance-'));
     const policyFile = path.join(dir, 'policies.cedar');
-    writeFileSync(policyFile, POLICIES);
+    writeFileSync(policyFile, DONE_WHEN_POLICIES);
     const config = loadConfig({}, {
       port: 0,
       host: '127.0.0.1',
@@ -326,7 +308,7 @@ describe('governance for signed-in users: groups and claims from the JWT', () =>
     files = await startFilesServer();
     const dir = mkdtempSync(path.join(tmpdir(), 'tr-governance-jwt-'));
     const policyFile = path.join(dir, 'policies.cedar');
-    writeFileSync(policyFile, `${POLICIES}
+    writeFileSync(policyFile, `${DONE_WHEN_POLICIES}
 @id("engineering-writes-anywhere")
 permit (principal in Group::"staff", action == Action::"call_tool", resource)
 when { resource.name == "write_file" && principal.claims has department && principal.claims.department.contains("engineering") };`);
