@@ -15,7 +15,7 @@ import { createEmbedder, type Embedder } from '../embedding/embedder.js';
 import { LexicalIndexBuilder, type LexicalParts } from './lexical.js';
 import { BuildCancelledError } from './search-index.js';
 import hnswlib from 'hnswlib-node';
-import { VectorIndexBuilder } from './vector.js';
+import { packRows, VectorIndexBuilder } from './vector.js';
 import type { BuildCounted, BuildFinish, BuildReply, BuildRequest, BuildTexts, BuildVectors, BuildWorkerData, BuiltParts } from './worker-builder.js';
 
 const { lexical, hnsw, cancel, embedder: embedderOptions } = workerData as BuildWorkerData;
@@ -118,8 +118,7 @@ async function countTexts(request: BuildTexts): Promise<void> {
       const texts = labels ? labels.map((label) => request.texts[label - request.start]!) : request.texts;
       const vectors = texts.length === 0 ? [] : await embedder.embed(texts.map(embeddingText));
       const width = embedder.dimensions;
-      const rows = new Float32Array(vectors.length * width);
-      vectors.forEach((vector, row) => rows.set(vector, row * width));
+      const rows = packRows(vectors, width);
       build.embedded += vectors.length;
       const message: BuildVectors = {
         kind: 'vectors',
@@ -130,7 +129,7 @@ async function countTexts(request: BuildTexts): Promise<void> {
         dimensions: width,
         ...(labels ? { labels: Uint32Array.from(labels).buffer } : {}),
       };
-      if (vectors.length > 0) build.vectorsOut.postMessage(message, [rows.buffer, ...(message.labels ? [message.labels] : [])]);
+      if (vectors.length > 0) build.vectorsOut.postMessage(message, [message.vectors, ...(message.labels ? [message.labels] : [])]);
     } catch (error) {
       build.error ??= error instanceof Error ? error : new Error(String(error));
     }

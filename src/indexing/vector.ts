@@ -36,6 +36,16 @@ export interface HnswSettings {
  */
 export const DEFAULT_HNSW: HnswSettings = { m: 16, efConstruction: 100, efSearch: 512, exactThreshold: 2048 };
 
+/** Vectors as one row-major matrix (what a build sends between threads), each checked to have `dimensions` values. */
+export function packRows(vectors: readonly Float32Array[], dimensions: number): Float32Array {
+  const rows = new Float32Array(vectors.length * dimensions);
+  vectors.forEach((vector, row) => {
+    if (vector.length !== dimensions) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${dimensions}`);
+    rows.set(vector, row * dimensions);
+  });
+  return rows;
+}
+
 /** `checkpoint`, called now and then while a graph is built, throws to stop the build. */
 export function buildVectorIndex(names: readonly string[], vectors: readonly Float32Array[], settings = DEFAULT_HNSW, checkpoint?: () => void): VectorIndex {
   const builder = new VectorIndexBuilder(names.length, vectors[0]?.length ?? 0, settings, checkpoint);

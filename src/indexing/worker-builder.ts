@@ -11,7 +11,7 @@ import type { EmbeddingCache } from './embedding-cache.js';
 import { LexicalIndex, type LexicalParts, type LexicalSettings } from './lexical.js';
 import type { IndexBuilder } from './local-pipeline.js';
 import { embedInChunks, embedWithCache, type BuildStats, type SearchIndex } from './search-index.js';
-import { ExactVectorIndex, HnswVectorIndex, type HnswSettings, type VectorIndex } from './vector.js';
+import { ExactVectorIndex, HnswVectorIndex, packRows, type HnswSettings, type VectorIndex } from './vector.js';
 
 /** What a build thread is started with: the configuration slices a build needs (plain data). */
 export interface BuildWorkerData {
@@ -224,11 +224,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
             embedder,
             (start, vectors) => {
               const width = (dimensions ??= vectors[0]?.length ?? embedder.dimensions);
-              const rows = new Float32Array(vectors.length * width);
-              vectors.forEach((vector, row) => {
-                if (vector.length !== width) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${width}`);
-                rows.set(vector, row * width);
-              });
+              const rows = packRows(vectors, width);
               graphThread.send({ kind: 'vectors', id, total, start, vectors: rows.buffer as ArrayBuffer, dimensions: width }, [rows.buffer as ArrayBuffer]);
             },
             {
@@ -247,28 +243,19 @@ export class WorkerIndexBuilder implements IndexBuilder {
       await feeding;
       dimensions ??= embedder.dimensions;
       const finish = (parts: BuildFinish['parts']): BuildFinish => ({ kind: 'finish', id, parts, total, dimensions: dimensions! });
-      if (graphThread === textThread) textThread.send(finish(['lexical', 'vectors']));
-      else if (embedInThread) {
-        // The graph's thread is told to finish once BM25's has embedded every text (a failure there ends the build).
-        textThread.send(finish(['lexical']));
-        const text = await textThread.reply(id).finally(() => this.end(textThread));
-        if ('error' in text) throw new Error(text.error);
-        embedded = text.embedded ?? 0;
-        graphThread.send(finish(['vectors']));
-        const graph = await graphThread.reply(id).finally(() => this.end(graphThread));
-        if ('error' in graph) throw new Error(graph.error);
-        return await this.finished({ id, lexical: text.lexical, vectors: graph.vectors }, snapshot, names, embedded, started);
-      } else {
-        textThread.send(finish(['lexical']));
-        graphThread.send(finish(['vectors']));
-      }
-      // Each thread ends as soon as it has answered: BM25's thread usually long before the graph's.
-      const answers = await Promise.all(threads.map((thread) => thread.reply(id).finally(() => this.end(thread))));
       const parts: BuiltParts = { id };
-      for (const answer of answers) {
-        if ('error' in answer) throw new Error(answer.error);
-        parts.lexical ??= answer.lexical;
-        parts.vectors ??= answer.vectors;
+      if (graphThread === textThread) {
+        textThread.send(finish(['lexical', 'vectors']));
+        Object.assign(parts, await this.answer(textThread, id));
+      } else {
+        // The graph's thread is told to finish once BM25's has answered (and ended, giving its memory back): when that
+        // thread embeds, every vector is on its way to the graph's by then; a failure there ends the build.
+        textThread.send(finish(['lexical']));
+        const text = await this.answer(textThread, id);
+        parts.lexical = text.lexical;
+        if (embedInThread) embedded = text.embedded ?? 0;
+        graphThread.send(finish(['vectors']));
+        parts.vectors = (await this.answer(graphThread, id)).vectors;
       }
       return await this.finished(parts, snapshot, names, embedded, started);
     } finally {
@@ -277,15 +264,18 @@ export class WorkerIndexBuilder implements IndexBuilder {
     }
   }
 
+  /** A thread's answer to build `id`, the thread ended as soon as it came; its error as this build's. */
+  private async answer(thread: BuildThread, id: number): Promise<BuiltParts> {
+    const reply = await thread.reply(id).finally(() => this.end(thread));
+    if ('error' in reply) throw new Error(reply.error);
+    return reply;
+  }
+
   /** Embeds the changed texts on this thread and sends their rows, labelled, to replace those of the reused graph. */
   private async embedChanged(changed: number[], entries: CatalogSnapshot['entries'], id: number, graphThread: BuildThread, dimensions: number): Promise<number> {
     const { embedder, cache } = this.options;
     const { vectors, embedded } = await embedWithCache(changed.map((label) => embeddingText(entries[label]!.text)), embedder, cache);
-    const rows = new Float32Array(vectors.length * dimensions);
-    vectors.forEach((vector, row) => {
-      if (vector.length !== dimensions) throw new Error(`the embedder returned ${vector.length} dimensions, expected ${dimensions}`);
-      rows.set(vector, row * dimensions);
-    });
+    const rows = packRows(vectors, dimensions);
     const labels = Uint32Array.from(changed).buffer;
     graphThread.send({ kind: 'vectors', id, total: entries.length, start: 0, vectors: rows.buffer as ArrayBuffer, dimensions, labels }, [rows.buffer as ArrayBuffer, labels]);
     return embedded;
@@ -344,7 +334,7 @@ export class WorkerIndexBuilder implements IndexBuilder {
     try {
       if (!parts.lexical || !vectors) throw new Error('the index build threads answered without the lexical index or the vectors');
       const lexical = LexicalIndex.fromParts(names, parts.lexical, this.options.lexical);
-      await new Promise((resolve) => setImmediate(resolve));
+      await yieldTurn();
       const { hnsw } = this.options;
       let vectorIndex: VectorIndex;
       if (vectors.kind === 'exact') {
