@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { eventually } from './processes.js';
 
 /** A running load balancer in front of toolrouter instances. */
 export interface Balancer {
@@ -129,4 +130,17 @@ async function untilListening(port: number, gone: () => boolean): Promise<void> 
     if (Date.now() > deadline) throw new Error(`nothing listens on ${port} after 10 s`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * Resolves once six requests in a row through the balancer answered /health: its checks have put every backend in
+ * rotation (one that is not yet in would refuse a request's connection, which resets the count).
+ */
+export async function untilInRotation(balancer: Balancer, timeoutMs: number): Promise<void> {
+  let through = 0;
+  await eventually(
+    async () => (through = (await fetch(`${balancer.url}/health`).then((response) => response.ok, () => false)) ? through + 1 : 0),
+    (count) => count >= 6,
+    timeoutMs,
+  );
 }

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import { REPO_ROOT } from './paths.js';
 
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -97,4 +98,15 @@ export function collectJsonLines(stream: NodeJS.ReadableStream, logs: Record<str
     }
     onLines();
   });
+}
+
+/** Deletes what a test's instances left in the shared Redis: keys under `prefix` and its BullMQ index queue's. */
+export async function dropPrefixKeys(prefix: string, url = REDIS_URL): Promise<void> {
+  const redis = new Redis(url);
+  try {
+    const leftovers = [...(await redis.keys(`${prefix}*`)), ...(await redis.keys(`bull:${prefix}-index:*`))];
+    if (leftovers.length > 0) await redis.del(...leftovers);
+  } finally {
+    redis.disconnect();
+  }
 }

@@ -10,13 +10,12 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Redis } from 'ioredis';
 import type { AuditRecord } from '../../src/audit/types.js';
-import { startRoundRobin, type Balancer } from '../helpers/balancer.js';
+import { type Balancer, startRoundRobin, untilInRotation } from '../helpers/balancer.js';
 import { ADMIN_KEY, call } from '../helpers/keys.js';
 import { stdioFixtureServer } from '../helpers/mcp.js';
 import { CLI, CliProcess, runToEnd, startWorker } from '../helpers/ops-processes.js';
-import { eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
+import { dropPrefixKeys, eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
 import { freePort } from '../helpers/redis-server.js';
 
 const POLICIES = `
@@ -69,21 +68,13 @@ describe('audit trail of three instances behind HAProxy', { timeout: 600_000 }, 
       ports.map((port) => ({ host: '127.0.0.1', port })),
       { checkIntervalMs: 1_000, checkPath: '/ready', fall: 2, rise: 2, retryOn: 'conn-failure empty-response' },
     );
-    let through = 0;
-    await eventually(
-      async () => (through = (await fetch(`${balancer.url}/health`).then((response) => response.ok, () => false)) ? through + 1 : 0),
-      (count) => count >= 6,
-      120_000,
-    );
+    await untilInRotation(balancer, 120_000);
   });
 
   after(async () => {
     await balancer?.stop();
     await Promise.all(started.map((child) => child.stop()));
-    const redis = new Redis(REDIS_URL);
-    const leftovers = [...(await redis.keys(`${prefix}*`)), ...(await redis.keys(`bull:${prefix}-index:*`))];
-    if (leftovers.length > 0) await redis.del(...leftovers);
-    redis.disconnect();
+    await dropPrefixKeys(prefix);
   });
 
   const sum = (a: number) => call(balancer.url, 'POST', '/mcp-rest/tools/call', { key: ADMIN_KEY, body: { name: 'files__add', arguments: { a, b: 1 } } });

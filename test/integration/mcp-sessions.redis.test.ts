@@ -13,13 +13,12 @@ import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { Redis } from 'ioredis';
 import { startHttpFixture, type HttpFixture } from '../fixtures/mcp/http-server.js';
 import { startRelayHttp, type RelayHttp } from '../fixtures/mcp/relay-server.js';
 import { startRoundRobin, type Balancer } from '../helpers/balancer.js';
 import { ADMIN_KEY, call, generateKey } from '../helpers/keys.js';
 import { CliProcess } from '../helpers/ops-processes.js';
-import { eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
+import { dropPrefixKeys, eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
 
 type Instance = { process: CliProcess; url: string };
 
@@ -104,10 +103,7 @@ describe('2025-era MCP sessions on any instance (Redis, round-robin HAProxy)', {
     await Promise.all(started.map((child) => child.stop()));
     await relay?.close();
     await tracker?.close();
-    const redis = new Redis(REDIS_URL);
-    const leftovers = [...(await redis.keys(`${prefix}*`)), ...(await redis.keys(`bull:${prefix}-index:*`))];
-    if (leftovers.length > 0) await redis.del(...leftovers);
-    redis.disconnect();
+    await dropPrefixKeys(prefix);
   });
 
   it('a 1.x SDK client connects, lists, calls, answers an elicitation, hears list_changed, and survives a killed instance', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { startRoundRobin, type Balancer } from '../helpers/balancer.js';
+import { type Balancer, startRoundRobin, untilInRotation } from '../helpers/balancer.js';
 import { startWorker, type CliProcess } from '../helpers/ops-processes.js';
 import { eventually, writeConfig } from '../helpers/processes.js';
 import { PrivateRedis } from '../helpers/redis-server.js';
@@ -33,12 +33,7 @@ describe('/ready through a Redis stall and a full Redis', { timeout: 600_000 }, 
       apis.map((api) => ({ host: '127.0.0.1', port: Number(new URL(api.url).port) })),
       { checkIntervalMs: 500, checkPath: '/ready', fall: 1, rise: 1 },
     );
-    let through = 0;
-    await eventually(
-      async () => (through = (await fetch(`${balancer.url}/health`).then((response) => response.ok, () => false)) ? through + 1 : 0),
-      (count) => count >= 6,
-      60_000,
-    );
+    await untilInRotation(balancer, 60_000);
   });
   after(async () => {
     await balancer?.stop();

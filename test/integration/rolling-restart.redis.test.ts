@@ -3,12 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { Redis } from 'ioredis';
-import { startRoundRobin, type Balancer } from '../helpers/balancer.js';
+import { type Balancer, startRoundRobin, untilInRotation } from '../helpers/balancer.js';
 import { ADMIN_KEY, generateKey } from '../helpers/keys.js';
 import { stdioFixtureServer } from '../helpers/mcp.js';
 import { CliProcess, startWorker } from '../helpers/ops-processes.js';
-import { eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
+import { dropPrefixKeys, eventually, REDIS_URL, writeConfig } from '../helpers/processes.js';
 import { freePort } from '../helpers/redis-server.js';
 
 /**
@@ -58,21 +57,13 @@ describe('rolling restart behind HAProxy', { timeout: 900_000 }, () => {
       { checkIntervalMs: 1_000, checkPath: '/ready', fall: 2, rise: 2, retryOn: 'conn-failure empty-response' },
     );
     key = (await generateKey(`http://127.0.0.1:${ports[0]}`, {})).key;
-    let through = 0;
-    await eventually(
-      async () => (through = (await fetch(`${balancer.url}/health`).then((response) => response.ok, () => false)) ? through + 1 : 0),
-      (count) => count >= 6,
-      120_000,
-    );
+    await untilInRotation(balancer, 120_000);
   });
 
   after(async () => {
     await balancer?.stop();
     await Promise.all(started.map((child) => child.stop()));
-    const redis = new Redis(REDIS_URL);
-    const leftovers = [...(await redis.keys(`${prefix}*`)), ...(await redis.keys(`bull:${prefix}-index:*`))];
-    if (leftovers.length > 0) await redis.del(...leftovers);
-    redis.disconnect();
+    await dropPrefixKeys(prefix);
   });
 
   it(`${SESSIONS} sessions × ${CALLS}+ calls lose none while each of three instances restarts in turn`, async () => {

@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Client as ClientV2, StreamableHTTPClientTransport as HttpTransportV2 } from '@modelcontextprotocol/client';
-import { Redis } from 'ioredis';
 import { ADMIN_KEY, generateKey } from '../helpers/keys.js';
 import { stdioFixtureServer, textOf, waitFor } from '../helpers/mcp.js';
-import { eventually, REDIS_URL, WorkerProcess, writeConfig } from '../helpers/processes.js';
+import { dropPrefixKeys, eventually, REDIS_URL, WorkerProcess, writeConfig } from '../helpers/processes.js';
 import { startRouter, type RunningRouter } from '../helpers/router.js';
 
 /**
@@ -61,10 +60,7 @@ describe('feedback across instances (MCP 2026-07-28, stateless)', () => {
     await a?.close();
     await b?.close();
     await worker?.kill('SIGKILL');
-    const redis = new Redis(REDIS_URL);
-    const keys = [...(await redis.keys(`${prefix}*`)), ...(await redis.keys(`bull:${prefix}-index:*`))];
-    if (keys.length > 0) await redis.del(...keys);
-    await redis.quit();
+    await dropPrefixKeys(prefix);
   });
 
   it('credits a call on B to the search made on A, by its search id, once', async () => {
